@@ -1,0 +1,31 @@
+# One static library per src/ module. A module links only the modules it names in DEPS,
+# so an include that points the wrong way fails to build (DESIGN.md: the build enforces
+# the layers). Sources are globbed so adding a file needs no CMake edit.
+function(pagoda_module name)
+  cmake_parse_arguments(PM "" "" "DEPS;LIBS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
+  add_library(pagoda_${name} STATIC ${srcs})
+  target_include_directories(pagoda_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  set(deps "")
+  foreach(d ${PM_DEPS})
+    list(APPEND deps pagoda_${d})
+  endforeach()
+  target_link_libraries(pagoda_${name} PUBLIC ${deps} ${PM_LIBS})
+endfunction()
+
+# One GoogleTest binary per tests/<module>/ folder.
+function(pagoda_test_module name)
+  cmake_parse_arguments(PT "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*_test.cpp)
+  if(NOT srcs)
+    return()
+  endif()
+  add_executable(test_${name} ${srcs})
+  set(deps "")
+  foreach(d ${PT_DEPS})
+    list(APPEND deps pagoda_${d})
+  endforeach()
+  target_include_directories(test_${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(test_${name} PRIVATE ${deps} GTest::gtest_main)
+  gtest_discover_tests(test_${name} PROPERTIES ENVIRONMENT "PAGODA_SOURCE_DIR=${PROJECT_SOURCE_DIR}" DISCOVERY_TIMEOUT 60)
+endfunction()

@@ -1,0 +1,79 @@
+#include "base/cpu_features.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace pagoda {
+namespace {
+
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1;
+  f.fma = (c >> 12) & 1;
+  f.f16c = (c >> 29) & 1;
+  bool avx_os = false, avx512_os = false;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    avx_os = (lo & 0x6) == 0x6;
+    avx512_os = (lo & 0xe6) == 0xe6;
+  }
+  if (__get_cpuid_max(0, nullptr) >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    f.avx2 = avx_os && ((b >> 5) & 1);
+    f.avx512f = avx512_os && ((b >> 16) & 1);
+    f.avx512bw = avx512_os && ((b >> 30) & 1);
+    f.avx512vl = avx512_os && ((b >> 31) & 1);
+    f.avx512vnni = avx512_os && ((c >> 11) & 1);
+    __cpuid_count(7, 1, a, b, c, d);
+    f.avxvnni = avx_os && ((a >> 4) & 1);
+    f.avx512bf16 = avx512_os && ((a >> 5) & 1);
+  }
+  if (!avx_os) f.fma = f.f16c = false;
+#endif
+  const char* cap = std::getenv("PAGODA_CPU");
+  if (cap != nullptr) {
+    if (std::strcmp(cap, "scalar") == 0) f = CpuFeatures{};
+    if (std::strcmp(cap, "avx2") == 0) {
+      f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = detect();
+  return f;
+}
+
+std::string cpu_features_string() {
+  const CpuFeatures& f = cpu_features();
+  std::string s;
+  auto add = [&](bool on, const char* n) {
+    if (on) {
+      if (!s.empty()) s += ' ';
+      s += n;
+    }
+  };
+  add(f.avx2, "avx2");
+  add(f.fma, "fma");
+  add(f.f16c, "f16c");
+  add(f.avx512f, "avx512f");
+  add(f.avx512bw, "avx512bw");
+  add(f.avx512vl, "avx512vl");
+  add(f.avx512vnni, "avx512vnni");
+  add(f.avx512bf16, "avx512bf16");
+  add(f.avxvnni, "avxvnni");
+  return s.empty() ? "scalar" : s;
+}
+
+}  // namespace pagoda

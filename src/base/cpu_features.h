@@ -1,0 +1,26 @@
+// What the CPU we run on can do, read once with CPUID. Kernels pick their body from this
+// at run time, so one binary runs on any x86-64 machine.
+#pragma once
+
+#include <string>
+
+namespace pagoda {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vl = false;
+  bool avx512vnni = false;
+  bool avx512bf16 = false;
+  bool avxvnni = false;
+};
+
+// Detected once; thread-safe. PAGODA_CPU=scalar|avx2 in the environment caps what is
+// reported, so the slower bodies can be exercised on a fast machine.
+const CpuFeatures& cpu_features();
+std::string cpu_features_string();
+
+}  // namespace pagoda

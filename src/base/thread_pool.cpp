@@ -1,0 +1,92 @@
+#include "base/thread_pool.h"
+
+#include <algorithm>
+
+namespace pagoda {
+namespace {
+int g_default_threads = 0;
+}
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunk(int index) {
+  const int64_t blocks = (n_ + grain_ - 1) / grain_;
+  const int64_t per = blocks / num_threads_;
+  const int64_t extra = blocks % num_threads_;
+  const int64_t b0 = index * per + std::min<int64_t>(index, extra);
+  const int64_t b1 = b0 + per + (index < extra ? 1 : 0);
+  const int64_t begin = std::min(n_, b0 * grain_);
+  const int64_t end = std::min(n_, b1 * grain_);
+  if (begin < end) (*body_)(begin, end, index);
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin a little: the next region usually starts within microseconds.
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; g == seen && spin < 20000; ++spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return generation_.load() != seen; });
+      g = generation_.load();
+    }
+    seen = g;
+    if (stop_) return;
+    run_chunk(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t, int)>& body) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  if (num_threads_ == 1 || n <= grain) {
+    body(0, n, 0);
+    return;
+  }
+  body_ = &body;
+  n_ = n;
+  grain_ = grain;
+  pending_.store(num_threads_ - 1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  cv_.notify_all();
+  run_chunk(0);
+  while (pending_.load(std::memory_order_acquire) != 0) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  body_ = nullptr;
+}
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool(g_default_threads > 0 ? g_default_threads
+                                               : static_cast<int>(std::thread::hardware_concurrency()));
+  return pool;
+}
+
+void ThreadPool::set_default_threads(int n) { g_default_threads = n; }
+
+}  // namespace pagoda

@@ -1,0 +1,54 @@
+// The one persistent thread pool. parallel_for owns the work split: kernels hand it a
+// range and a body and never compute their own thread partition. The calling thread
+// takes part, so a pool of N threads starts N-1 workers. Workers spin briefly before
+// sleeping, because the per-token path issues hundreds of short parallel regions.
+// Not reentrant: call parallel_for from one thread at a time (the engine loop).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace pagoda {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Runs body(begin, end, thread_index) over [0, n) split into contiguous chunks whose
+  // boundaries are multiples of `grain` (except the last). Returns when all are done.
+  void parallel_for(int64_t n, int64_t grain,
+                    const std::function<void(int64_t, int64_t, int)>& body);
+
+  // The process-wide pool, created on first use with set_default_threads' value
+  // (default: hardware concurrency).
+  static ThreadPool& global();
+  static void set_default_threads(int n);
+
+ private:
+  void worker(int index);
+  void run_chunk(int index);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  bool stop_ = false;
+  // The current job, valid while pending_ > 0.
+  const std::function<void(int64_t, int64_t, int)>* body_ = nullptr;
+  int64_t n_ = 0;
+  int64_t grain_ = 1;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,31 @@
+// Arithmetic of the weight formats: dequantize, quantize (round-to-nearest reference) and
+// the scalar dot product of a weight row with an activation row. These are the scalar
+// references every SIMD kernel is tested against. Dequantize matches the `gguf` Python
+// package bit for bit. As in llama.cpp, a quantized weight row is dotted with an
+// activation row converted to the weight format's "vec-dot type" (Q8_0 for the 32-value
+// formats, Q8_K for K-quants, F16 for F16, BF16 for BF16, F32 for F32), which keeps the
+// dot in integers and makes our logits track llama.cpp's closely.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace pagoda {
+
+bool can_dequantize(DType t);
+bool can_quantize(DType t);
+
+// dst[0..n) = values of the row; n must be a multiple of the block size.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// Encodes n floats as type t (round to nearest, llama.cpp's reference quantizers).
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+// The format activations are converted to before vec_dot with weights of type t.
+DType vec_dot_type(DType t);
+
+// Sum over the row of w[i] * x[i]; w has type t, x has type vec_dot_type(t), both n long.
+float vec_dot(DType t, int64_t n, const void* w, const void* x);
+
+}  // namespace pagoda

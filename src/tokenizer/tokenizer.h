@@ -1,0 +1,67 @@
+// Text <-> token ids for the two tokenizer families in GGUF files: SentencePiece-style
+// BPE with byte fallback (tokenizer.ggml.model = "llama": Llama 2, Gemma) and byte-level
+// BPE with a pre-tokenizer regex ("gpt2": Llama 3, Qwen2). Immutable after construction,
+// so one instance may be shared across threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "tokenizer/vocab.h"
+
+namespace pagoda {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  static Result<std::unique_ptr<Tokenizer>> create(Vocab vocab);
+  static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& file);
+
+  // add_special: add BOS/EOS as the vocabulary's add_bos/add_eos keys say.
+  // parse_special: text like "<start_of_turn>" becomes its control token instead of
+  // being tokenized as plain characters. Invalid UTF-8 in `text` never fails: bytes
+  // are encoded with byte fallback (SPM) or as raw bytes (byte-level BPE).
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
+                                      bool parse_special) const = 0;
+
+  // The bytes a token stands for when it appears in generated text (SPM "▁" becomes a
+  // space, <0xAB> becomes the byte 0xAB, byte-level BPE characters map back to bytes;
+  // control tokens give "" unless render_special).
+  virtual std::string token_to_bytes(int32_t id, bool render_special = false) const = 0;
+
+  // Concatenated bytes of the tokens; a leading space from add_space_prefix is removed
+  // when the first token is at the start of the text.
+  std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
+
+  const Vocab& vocab() const { return vocab_; }
+  int32_t vocab_size() const { return static_cast<int32_t>(vocab_.pieces.size()); }
+  bool is_eog(int32_t id) const;
+
+ protected:
+  explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+  Vocab vocab_;
+};
+
+// Turns a stream of token ids into text without ever emitting part of a UTF-8 character:
+// bytes of an incomplete sequence are held until it completes (or flushed as-is at the
+// end). The SentencePiece leading space of the first token is dropped like decode().
+class IncrementalDetokenizer {
+ public:
+  explicit IncrementalDetokenizer(const Tokenizer& tok) : tok_(tok) {}
+  // Returns the text that became complete with this token (possibly empty).
+  std::string push(int32_t id);
+  // Whatever is still held (an incomplete character at the end of the stream).
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  std::string pending_;
+  bool first_ = true;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,38 @@
+// A tokenizer vocabulary as GGUF stores it (tokenizer.ggml.*): pieces, scores, token
+// types, merges and special-token ids. Built from a GgufFile or directly by tests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace pagoda {
+
+class GgufFile;
+
+// Token types, numbered as in GGUF (tokenizer.ggml.token_type).
+enum class TokenType : int32_t {
+  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+};
+
+enum class TokenizerKind { kSentencePiece /* "llama" */, kByteLevelBpe /* "gpt2" */ };
+
+struct Vocab {
+  TokenizerKind kind = TokenizerKind::kSentencePiece;
+  std::string pre;  // tokenizer.ggml.pre: selects the pre-tokenizer regex for gpt2
+  std::vector<std::string> pieces;
+  std::vector<float> scores;      // may be empty for byte-level BPE
+  std::vector<TokenType> types;   // may be empty: all normal
+  std::vector<std::string> merges;  // "a b" pairs, rank = index (byte-level BPE)
+  int32_t bos = -1, eos = -1, unk = -1, pad = -1, eot = -1;
+  std::vector<int32_t> eog;  // end-of-generation ids (eos, eot, <end_of_turn>, ...)
+  bool add_bos = false, add_eos = false;
+  bool add_space_prefix = true;  // SentencePiece only
+
+  static Result<Vocab> from_gguf(const GgufFile& file);
+};
+
+}  // namespace pagoda
