@@ -1,0 +1,22 @@
+// The `pagoda` command: one subcommand per file (run, inspect, ...). Each returns the
+// process exit code; errors are printed as one clear line, never a crash.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace pagoda {
+
+int cli_main(int argc, char** argv);
+
+// Each registers its subcommand on the app; the returned flag says it was chosen.
+struct Subcommand {
+  const char* name;
+  CLI::App* app;
+  int (*run)();
+};
+Subcommand add_run_command(CLI::App& app);
+Subcommand add_inspect_command(CLI::App& app);
+
+}  // namespace pagoda

@@ -1,0 +1,114 @@
+// `pagoda inspect MODEL`: metadata, tensors and formats, parameter count, memory needed.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <map>
+
+#include "gguf/gguf_file.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "cli/commands.h"
+
+namespace pagoda {
+namespace {
+
+struct InspectArgs {
+  std::string model;
+  bool all_tensors = false;
+  int32_t ctx = 4096;
+} g_args;
+
+std::string value_to_string(const GgufValue& v, size_t max_items) {
+  if (const auto* s = v.as_string()) {
+    std::string out = *s;
+    if (out.size() > 120) out = out.substr(0, 117) + "...";
+    std::string esc;
+    for (char ch : out) esc += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+    return "\"" + esc + "\"";
+  }
+  if (const auto* a = v.as_array()) {
+    std::string out = fmt::format("[{} items] [", a->values.size());
+    for (size_t i = 0; i < a->values.size() && i < max_items; ++i)
+      out += (i ? ", " : "") + value_to_string(a->values[i], max_items);
+    if (a->values.size() > max_items) out += ", ...";
+    return out + "]";
+  }
+  if (v.type == GgufType::BOOL) return *v.as_int() ? "true" : "false";
+  if (v.type == GgufType::FLOAT32 || v.type == GgufType::FLOAT64) return fmt::format("{}", *v.as_float());
+  return fmt::format("{}", *v.as_int());
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.2f} {}", b, units[u]);
+}
+
+int run_inspect() {
+  auto file = GgufFile::open(g_args.model);
+  if (!file) {
+    fmt::print(stderr, "error: {}\n", file.status().message());
+    return 1;
+  }
+  const GgufFile& f = *file;
+  fmt::print("file: {}\nGGUF version {}, {} metadata keys, {} tensors, alignment {}, size {}\n\n", f.path(),
+             f.version(), f.metadata().size(), f.tensors().size(), f.alignment(), human_bytes(f.file_size()));
+  fmt::print("metadata:\n");
+  for (const auto& [k, v] : f.metadata()) fmt::print("  {:<44} {}\n", k, value_to_string(v, 8));
+  std::map<std::string, std::pair<int64_t, size_t>> by_type;
+  int64_t params = 0;
+  size_t bytes = 0;
+  fmt::print("\ntensors:\n");
+  size_t shown = 0;
+  for (const auto& t : f.tensors()) {
+    params += t.num_elements();
+    bytes += t.nbytes;
+    auto& e = by_type[std::string(dtype_name(t.type))];
+    e.first += 1;
+    e.second += t.nbytes;
+    const bool layer = t.name.rfind("blk.", 0) == 0;
+    if (g_args.all_tensors || !layer || t.name.rfind("blk.0.", 0) == 0) {
+      fmt::print("  {:<36} {:<6} [{}] {}\n", t.name, dtype_name(t.type), fmt::join(t.shape, ", "),
+                 human_bytes(static_cast<double>(t.nbytes)));
+      ++shown;
+    }
+  }
+  if (shown < f.tensors().size())
+    fmt::print("  ... {} more layer tensors (--all-tensors lists them)\n", f.tensors().size() - shown);
+  fmt::print("\nformats:\n");
+  for (const auto& [name, e] : by_type)
+    fmt::print("  {:<6} {:>5} tensors  {}\n", name, e.first, human_bytes(static_cast<double>(e.second)));
+  fmt::print("\nparameters: {} ({:.1f}M), weights {} ({:.2f} bits/weight)\n", params, params / 1e6,
+             human_bytes(static_cast<double>(bytes)), params ? 8.0 * bytes / params : 0.0);
+  ThreadPool pool(1);
+  auto model = Model::load(f, pool);
+  if (!model) {
+    fmt::print("model: cannot run: {}\n", model.status().message());
+    return 1;
+  }
+  const ModelConfig& c = (*model)->config();
+  const int32_t ctx = std::min(g_args.ctx, c.n_ctx_train);
+  const size_t kv = KvCache::bytes_needed(c.n_layer, ctx, c.kv_dim());
+  fmt::print("model: {} | layers {} | embd {} | heads {} (kv {}) x {} | ffn {} | vocab {} | trained ctx {}\n",
+             c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train);
+  fmt::print("memory at ctx {}: weights {} (mmap) + KV cache {} (FP16) = {}\n", ctx,
+             human_bytes(static_cast<double>(bytes)), human_bytes(static_cast<double>(kv)),
+             human_bytes(static_cast<double>(bytes + kv)));
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_inspect_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("inspect", "Print a GGUF model's metadata, tensors, formats and memory needs");
+  sub->add_option("model", g_args.model, "GGUF file")->required();
+  sub->add_flag("--all-tensors", g_args.all_tensors, "List every tensor, not only the first layer's");
+  sub->add_option("-c,--ctx-size", g_args.ctx, "Context length for the KV memory estimate");
+  return {"inspect", sub, run_inspect};
+}
+
+}  // namespace pagoda

@@ -1,0 +1,169 @@
+// `pagoda run -m MODEL -p PROMPT -n N`: generate text and print a stats line. Flags follow
+// llama.cpp's names. --prompt-ids/--ids-out/--logits-out exist for the oracle
+// comparisons (scripts/compare_llamacpp.py) and tests.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "cli/commands.h"
+#include "engine/generator.h"
+#include "gguf/gguf_file.h"
+
+namespace pagoda {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  std::string prompt_file;
+  std::string prompt_ids;
+  int32_t n_predict = 128;
+  int32_t threads = 0;
+  int32_t ctx = 4096;
+  bool ignore_eos = false;
+  bool no_bos = false;
+  bool quiet_stats = false;
+  std::string ids_out;
+  std::string logits_out;
+  SamplingParams sp;
+  int64_t seed = -1;
+} g_args;
+
+Result<std::vector<int32_t>> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      return error("--prompt-ids: '{}' is not a token id", item);
+    }
+  }
+  return ids;
+}
+
+int fail(const Status& st) {
+  std::fflush(stdout);
+  fmt::print(stderr, "error: {}\n", st.message());
+  return 1;
+}
+
+int run_run() {
+  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
+  ThreadPool& pool = ThreadPool::global();
+  auto file = GgufFile::open(g_args.model);
+  if (!file) return fail(file.status());
+  auto model = Model::load(*file, pool);
+  if (!model) return fail(model.status());
+  auto tok = Tokenizer::from_gguf(*file);
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (tok) tokenizer = std::move(tok.value());
+  else log_warn("no usable tokenizer ({}); output is printed as token ids", tok.status().message());
+
+  std::vector<int32_t> prompt;
+  if (!g_args.prompt_ids.empty()) {
+    auto ids = parse_ids(g_args.prompt_ids);
+    if (!ids) return fail(ids.status());
+    prompt = std::move(ids.value());
+  } else {
+    std::string text = g_args.prompt;
+    if (!g_args.prompt_file.empty()) {
+      std::ifstream in(g_args.prompt_file, std::ios::binary);
+      if (!in) return fail(error("cannot read prompt file {}", g_args.prompt_file));
+      std::stringstream buf;
+      buf << in.rdbuf();
+      text = buf.str();
+    }
+    if (!tokenizer) return fail(error("the model has no tokenizer; pass --prompt-ids"));
+    prompt = tokenizer->encode(text, !g_args.no_bos, true);
+  }
+  const ModelConfig& c = (*model)->config();
+  int32_t ctx = g_args.ctx > 0 ? std::min(g_args.ctx, c.n_ctx_train) : c.n_ctx_train;
+  KvCache kv = (*model)->make_cache(ctx);
+
+  GenerateOptions opts;
+  opts.max_tokens = g_args.n_predict;
+  opts.ignore_eos = g_args.ignore_eos;
+  opts.sampling = g_args.sp;
+  opts.sampling.seed = g_args.seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(g_args.seed);
+
+  // Echo the prompt as llama.cpp does, then stream the continuation.
+  if (tokenizer && g_args.prompt_ids.empty()) {
+    fmt::print("{}", g_args.prompt_file.empty() ? g_args.prompt : std::string());
+  }
+  std::fflush(stdout);
+  auto on_token = [&](int32_t id, const std::string& text) {
+    if (tokenizer) fmt::print("{}", text);
+    else if (id >= 0) fmt::print("{} ", id);
+    std::fflush(stdout);
+    return true;
+  };
+  auto res = generate(**model, kv, tokenizer.get(), prompt, opts, on_token, !g_args.logits_out.empty());
+  if (!res) return fail(res.status());
+  fmt::print("\n");
+  const GenerateStats& s = res->stats;
+  if (!g_args.ids_out.empty()) {
+    nlohmann::json j;
+    j["prompt_ids"] = prompt;
+    j["generated_ids"] = res->tokens;
+    std::ofstream out(g_args.ids_out);
+    out << j.dump() << "\n";
+    if (!out) return fail(error("cannot write {}", g_args.ids_out));
+  }
+  if (!g_args.logits_out.empty()) {
+    std::ofstream out(g_args.logits_out, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(res->logits.data()),
+              static_cast<std::streamsize>(res->logits.size() * sizeof(float)));
+    if (!out) return fail(error("cannot write {}", g_args.logits_out));
+  }
+  if (!g_args.quiet_stats) {
+    const double decode_tps = s.generated_tokens > 1 ? (s.generated_tokens - 1) / s.decode_seconds : 0.0;
+    fmt::print(stderr,
+               "\nprompt {} tokens | prefill {:.1f} tok/s | time to first token {:.1f} ms | generated {} tokens | "
+               "decode {:.1f} tok/s | threads {} | stop: {}\n",
+               s.prompt_tokens, s.prompt_tokens / std::max(1e-9, s.prefill_seconds), s.ttft_seconds * 1e3,
+               s.generated_tokens, decode_tps, pool.num_threads(), s.stop_reason);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_run_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt");
+  sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
+  sub->add_option("-p,--prompt", g_args.prompt, "Prompt text");
+  sub->add_option("-f,--file", g_args.prompt_file, "Read the prompt from a file");
+  sub->add_option("--prompt-ids", g_args.prompt_ids, "Prompt as comma-separated token ids (no tokenizer, no BOS added)");
+  sub->add_option("-n,--n-predict", g_args.n_predict, "Tokens to generate (-1: until end of text)");
+  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
+  sub->add_option("-c,--ctx-size", g_args.ctx, "Context size in tokens (0: the model's trained context)");
+  sub->add_option("--temp", g_args.sp.temperature, "Temperature (0: greedy)");
+  sub->add_option("--top-k", g_args.sp.top_k, "Top-k (0: off)");
+  sub->add_option("--top-p", g_args.sp.top_p, "Top-p (1: off)");
+  sub->add_option("--min-p", g_args.sp.min_p, "Min-p (0: off)");
+  sub->add_option("--repeat-penalty", g_args.sp.repeat_penalty, "Repetition penalty (1: off)");
+  sub->add_option("--repeat-last-n", g_args.sp.repeat_last_n, "Tokens the penalties look back over (-1: all)");
+  sub->add_option("--presence-penalty", g_args.sp.presence_penalty, "Presence penalty");
+  sub->add_option("--frequency-penalty", g_args.sp.frequency_penalty, "Frequency penalty");
+  sub->add_option("-s,--seed", g_args.seed, "RNG seed (-1: random)");
+  sub->add_flag("--ignore-eos", g_args.ignore_eos, "Keep generating past end-of-text tokens");
+  sub->add_flag("--no-bos", g_args.no_bos, "Do not add the BOS token to the prompt");
+  sub->add_flag("--no-stats", g_args.quiet_stats, "Do not print the stats line");
+  sub->add_option("--ids-out", g_args.ids_out, "Write prompt and generated token ids as JSON");
+  sub->add_option("--logits-out", g_args.logits_out, "Write each generated token's logits (float32 rows)");
+  return {"run", sub, run_run};
+}
+
+}  // namespace pagoda

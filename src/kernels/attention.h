@@ -1,0 +1,29 @@
+// Causal self-attention of a chunk of new tokens against a sequence's cached keys and
+// values (FP16, contiguous [position, kv_head, head_dim]). Flash-style: each query keeps
+// a running max and sum (online softmax), so no score matrix is materialized and memory
+// is linear in context length. GQA/MQA: query head h reads KV head h / (n_heads /
+// n_kv_heads); KV is never duplicated. The paged, block-table version belongs to the
+// engine issue; this one serves single-sequence generation.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+
+namespace pagoda {
+
+struct AttentionParams {
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  float scale = 1.0f;      // applied to q.k
+  int32_t window = 0;      // sliding window: query at p sees keys p-window+1..p; 0 = all
+};
+
+// q: [n_tokens, n_heads * head_dim]; token t sits at position pos0 + t and sees keys at
+// positions [0, pos0 + t] (clipped by the window). k, v: cache rows for positions
+// 0..pos0+n_tokens-1, each n_kv_heads * head_dim FP16 values. out: like q.
+void attention_causal(const float* q, int64_t n_tokens, int32_t pos0, const uint16_t* k,
+                      const uint16_t* v, const AttentionParams& p, float* out, ThreadPool& pool);
+
+}  // namespace pagoda

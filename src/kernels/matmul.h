@@ -1,0 +1,21 @@
+// Linear layers: y[t, r] = sum_i W[r, i] * x[t, i] for a batch of token rows x against a
+// weight matrix in any supported format. Activations are converted once per call to the
+// weight format's vec-dot type (src/quant/formats.h), then output rows are split across
+// the thread pool; each worker streams its weight rows once for all tokens of the batch.
+// Scratch space is reused across calls, so the per-token path does not allocate.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/weight_view.h"
+
+namespace pagoda {
+
+// x: [n_tokens, w.cols] floats (row stride w.cols); y: [n_tokens, w.rows] floats.
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// One row of a weight matrix dequantized to floats (embedding lookup).
+void dequantize_weight_row(const WeightView& w, int64_t row, float* out);
+
+}  // namespace pagoda

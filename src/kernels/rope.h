@@ -1,0 +1,23 @@
+// Rotary position embedding applied in place to one token's heads. Two pair layouts:
+// kNorm rotates adjacent pairs (x[2i], x[2i+1]) as GGUF "llama" models expect (their
+// Q/K rows were permuted at conversion); kNeox rotates (x[i], x[i + rot/2]) as Qwen2 and
+// Gemma use. Only the first `rot_dims` of each head rotate.
+#pragma once
+
+#include <cstdint>
+
+namespace pagoda {
+
+enum class RopeLayout { kNorm, kNeox };
+
+struct RopeParams {
+  RopeLayout layout = RopeLayout::kNorm;
+  int32_t rot_dims = 0;      // <= head_dim, even
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;   // linear scaling: position multiplied by this
+};
+
+// x: n_heads * head_dim floats of one token at position pos.
+void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p);
+
+}  // namespace pagoda

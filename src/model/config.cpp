@@ -1,0 +1,78 @@
+#include "model/config.h"
+
+#include <cmath>
+
+#include "gguf/gguf_file.h"
+
+namespace pagoda {
+namespace {
+
+Result<int32_t> get_dim(const GgufFile& f, const std::string& key, bool required, int32_t fallback) {
+  auto v = f.get_int(key);
+  if (!v) {
+    if (required) return error("{}: missing metadata key {}", f.path(), key);
+    return fallback;
+  }
+  if (*v <= 0 || *v > (1 << 30)) return error("{}: metadata {} = {} is out of range", f.path(), key, *v);
+  return static_cast<int32_t>(*v);
+}
+
+}  // namespace
+
+Result<ModelConfig> read_config(const GgufFile& f) {
+  ModelConfig c;
+  auto arch = f.get_string("general.architecture");
+  if (!arch) return error("{}: missing general.architecture", f.path());
+  c.arch_name = *arch;
+  if (*arch == "llama") {
+    c.arch = Arch::kLlama;
+  } else if (*arch == "qwen2") {
+    c.arch = Arch::kQwen2;
+  } else if (*arch == "gemma3") {
+    c.arch = Arch::kGemma3;
+  } else {
+    return error("{}: architecture '{}' is not supported (supported: llama, qwen2, gemma3)", f.path(), *arch);
+  }
+  const std::string a = *arch + ".";
+#define PAGODA_DIM(field, key, req, fb)              \
+  {                                                  \
+    auto r = get_dim(f, a + key, req, fb);           \
+    if (!r) return r.status();                       \
+    c.field = *r;                                    \
+  }
+  PAGODA_DIM(n_embd, "embedding_length", true, 0);
+  PAGODA_DIM(n_layer, "block_count", true, 0);
+  PAGODA_DIM(n_head, "attention.head_count", true, 0);
+  PAGODA_DIM(n_head_kv, "attention.head_count_kv", false, c.n_head);
+  PAGODA_DIM(n_ff, "feed_forward_length", true, 0);
+  PAGODA_DIM(n_ctx_train, "context_length", false, 4096);
+  PAGODA_DIM(head_dim, "attention.key_length", false, c.n_embd / c.n_head);
+#undef PAGODA_DIM
+  auto vlen = f.get_int(a + "attention.value_length");
+  if (vlen && *vlen != c.head_dim)
+    return error("{}: attention.value_length {} differs from key_length {} (not supported)", f.path(), *vlen,
+                 c.head_dim);
+  if (c.n_head % c.n_head_kv != 0)
+    return error("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), c.n_head, c.n_head_kv);
+  if (c.head_dim % 2 != 0) return error("{}: head dimension {} must be even for RoPE", f.path(), c.head_dim);
+  if (auto eps = f.get_float(a + "attention.layer_norm_rms_epsilon")) c.rms_eps = static_cast<float>(*eps);
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  c.rope.rot_dims = c.head_dim;
+  if (auto rd = f.get_int(a + "rope.dimension_count")) {
+    if (*rd <= 0 || *rd > c.head_dim || *rd % 2 != 0)
+      return error("{}: rope.dimension_count {} is invalid for head dimension {}", f.path(), *rd, c.head_dim);
+    c.rope.rot_dims = static_cast<int32_t>(*rd);
+  }
+  c.rope.freq_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
+  auto scaling = f.get_string(a + "rope.scaling.type");
+  if (auto factor = f.get_float(a + "rope.scaling.factor"); factor && *factor > 0 && (!scaling || *scaling == "linear"))
+    c.rope.freq_scale = static_cast<float>(1.0 / *factor);
+  else if (scaling && *scaling != "none" && *scaling != "linear")
+    return error("{}: rope scaling '{}' is not supported yet", f.path(), *scaling);
+  c.layer_is_local.assign(c.n_layer, false);
+  if (auto sw = f.get_int(a + "attention.sliding_window")) c.sliding_window = static_cast<int32_t>(*sw);
+  return c;
+}
+
+}  // namespace pagoda

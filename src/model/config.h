@@ -1,0 +1,48 @@
+// Hyper-parameters of a decoder-only transformer, read from GGUF metadata
+// ("{arch}.embedding_length", ...) and checked for consistency before any weight is
+// touched. One struct covers every architecture; the per-architecture files fill the
+// parts that differ (RoPE layout, sliding-window pattern, embedding scale).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/rope.h"
+
+namespace pagoda {
+
+class GgufFile;
+
+enum class Arch { kLlama, kQwen2, kGemma3 };
+enum class FfnActivation { kSilu, kGeluTanh };
+
+struct ModelConfig {
+  Arch arch = Arch::kLlama;
+  std::string arch_name;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;      // key/value length per head
+  int32_t n_ff = 0;
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float attn_scale = 0.0f;   // multiplies q.k; 1/sqrt(head_dim) unless the arch says otherwise
+  float embed_scale = 1.0f;  // multiplies token embeddings (Gemma: sqrt(n_embd))
+  FfnActivation act = FfnActivation::kSilu;
+  RopeParams rope;           // global-attention layers
+  RopeParams rope_local;     // sliding-window layers
+  int32_t sliding_window = 0;
+  std::vector<bool> layer_is_local;  // per layer: sliding-window attention
+
+  int32_t q_dim() const { return n_head * head_dim; }
+  int32_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// Reads the common keys and validates them; `arch` decides the defaults that differ.
+Result<ModelConfig> read_config(const GgufFile& file);
+
+}  // namespace pagoda

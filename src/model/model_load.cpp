@@ -1,0 +1,86 @@
+// Loading: config, architecture hooks, weight binding.
+#include <fmt/format.h>
+
+#include "gguf/gguf_file.h"
+#include "model/architectures.h"
+#include "model/model.h"
+
+namespace pagoda {
+
+LayerTensorSet layer_tensors(Arch arch) {
+  switch (arch) {
+    case Arch::kLlama: return {};
+    case Arch::kQwen2: return {.qkv_bias = true};
+    case Arch::kGemma3: return {.qk_norm = true, .post_norms = true};
+  }
+  return {};
+}
+
+Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
+  WeightBinder b(f, w);
+  const LayerTensorSet set = layer_tensors(c.arch);
+#define PAGODA_BIND(dst, expr)   \
+  {                              \
+    auto r = (expr);             \
+    if (!r) return r.status();   \
+    dst = *r;                    \
+  }
+  PAGODA_BIND(w.tok_embd, b.matrix("token_embd.weight", c.n_vocab, c.n_embd, true));
+  PAGODA_BIND(w.output_norm, b.vector("output_norm.weight", c.n_embd, true));
+  PAGODA_BIND(w.output, b.matrix("output.weight", c.n_vocab, c.n_embd, false));
+  if (w.output.empty()) w.output = w.tok_embd;
+  w.layers.resize(c.n_layer);
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    LayerWeights& L = w.layers[l];
+    const std::string p = fmt::format("blk.{}.", l);
+    PAGODA_BIND(L.attn_norm, b.vector(p + "attn_norm.weight", c.n_embd, true));
+    PAGODA_BIND(L.wq, b.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, true));
+    PAGODA_BIND(L.wk, b.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, true));
+    PAGODA_BIND(L.wv, b.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, true));
+    PAGODA_BIND(L.wo, b.matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), true));
+    // Biases are optional in every family (some Llama variants carry them too).
+    PAGODA_BIND(L.bq, b.vector(p + "attn_q.bias", c.q_dim(), set.qkv_bias));
+    PAGODA_BIND(L.bk, b.vector(p + "attn_k.bias", c.kv_dim(), set.qkv_bias));
+    PAGODA_BIND(L.bv, b.vector(p + "attn_v.bias", c.kv_dim(), set.qkv_bias));
+    if (set.qk_norm) {
+      PAGODA_BIND(L.q_norm, b.vector(p + "attn_q_norm.weight", c.head_dim, true));
+      PAGODA_BIND(L.k_norm, b.vector(p + "attn_k_norm.weight", c.head_dim, true));
+    }
+    if (set.post_norms) {
+      PAGODA_BIND(L.post_attn_norm, b.vector(p + "post_attention_norm.weight", c.n_embd, true));
+      PAGODA_BIND(L.post_ffw_norm, b.vector(p + "post_ffw_norm.weight", c.n_embd, true));
+    }
+    PAGODA_BIND(L.ffn_norm, b.vector(p + "ffn_norm.weight", c.n_embd, true));
+    PAGODA_BIND(L.gate, b.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, true));
+    PAGODA_BIND(L.up, b.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, true));
+    PAGODA_BIND(L.down, b.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, true));
+  }
+#undef PAGODA_BIND
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& pool) {
+  auto cfg = read_config(file);
+  if (!cfg) return cfg.status();
+  ModelConfig c = std::move(cfg.value());
+  const GgufTensor* emb = file.find_tensor("token_embd.weight");
+  if (emb == nullptr || emb->shape.size() != 2) return error("{}: missing 2-D tensor token_embd.weight", file.path());
+  if (emb->shape[1] <= 0 || emb->shape[1] > (1 << 24))
+    return error("{}: token_embd.weight vocabulary size {} is out of range", file.path(), emb->shape[1]);
+  c.n_vocab = static_cast<int32_t>(emb->shape[1]);
+  Status st;
+  switch (c.arch) {
+    case Arch::kLlama: st = configure_llama(file, c); break;
+    case Arch::kQwen2: st = configure_qwen2(file, c); break;
+    case Arch::kGemma3: st = configure_gemma3(file, c); break;
+  }
+  if (!st) return st;
+  std::unique_ptr<Model> m(new Model());
+  m->config_ = std::move(c);
+  m->pool_ = &pool;
+  PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
+  for (const auto& t : file.tensors()) m->weight_bytes_ += t.nbytes;
+  return m;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,55 @@
+// Weight tensors of a model bound by name from a GGUF file, with shapes and types checked
+// against the config at load time. Matrices stay in the file's mapping (zero copy);
+// small 1-D tensors (norms, biases) are kept as float, converted once if stored
+// otherwise. Absent optional tensors are empty views / null pointers.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "tensor/weight_view.h"
+
+namespace pagoda {
+
+class GgufFile;
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;
+  WeightView wq, wk, wv, wo;
+  const float* bq = nullptr;
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;  // per-head RMSNorm of Q and K (Gemma 3)
+  const float* k_norm = nullptr;
+  const float* post_attn_norm = nullptr;  // Gemma's norms after attention and FFN
+  const float* ffn_norm = nullptr;
+  WeightView gate, up, down;
+  const float* post_ffw_norm = nullptr;
+};
+
+struct ModelWeights {
+  WeightView tok_embd;
+  const float* output_norm = nullptr;
+  WeightView output;  // equals tok_embd when the embeddings are tied
+  std::vector<LayerWeights> layers;
+  std::vector<std::unique_ptr<float[]>> owned;  // converted 1-D tensors
+};
+
+// Looks tensors up by name and checks them; every failure names the file and tensor.
+class WeightBinder {
+ public:
+  WeightBinder(const GgufFile& file, ModelWeights& out) : file_(file), out_(out) {}
+  // A [rows x cols] matrix (GGUF shape {cols, rows}).
+  Result<WeightView> matrix(const std::string& name, int64_t rows, int64_t cols, bool required);
+  // A vector of n values as float.
+  Result<const float*> vector(const std::string& name, int64_t n, bool required);
+  bool has(const std::string& name) const;
+
+ private:
+  const GgufFile& file_;
+  ModelWeights& out_;
+};
+
+}  // namespace pagoda
