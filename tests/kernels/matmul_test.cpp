@@ -1,0 +1,57 @@
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "quant/formats.h"
+
+namespace pagoda {
+namespace {
+
+// matmul must equal, row by row, the scalar vec_dot of the weight row with the activation
+// converted to the vec-dot type (the same arithmetic, just split across threads), and be
+// close to the float product of the dequantized weights.
+class MatmulTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulTest, MatchesScalarDotAndFloatProduct) {
+  const DType t = GetParam();
+  const int64_t rows = 37, cols = 512, tokens = 5;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> wf(rows * cols), x(tokens * cols);
+  for (float& v : wf) v = nd(rng);
+  for (float& v : x) v = nd(rng);
+  const size_t rb = row_bytes(t, cols);
+  std::vector<uint8_t> wq(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(t, &wf[r * cols], wq.data() + r * rb, cols);
+  WeightView w{t, rows, cols, rb, wq.data()};
+  std::vector<float> y(tokens * rows);
+  ThreadPool pool(2);
+  matmul(w, x.data(), tokens, y.data(), pool);
+
+  const DType xt = vec_dot_type(t);
+  std::vector<uint8_t> xq(row_bytes(xt, cols));
+  std::vector<float> wd(cols), xd(cols);
+  for (int64_t tk = 0; tk < tokens; ++tk) {
+    quantize_row(xt, &x[tk * cols], xq.data(), cols);
+    dequantize_row(xt, xq.data(), xd.data(), cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(y[tk * rows + r], vec_dot(t, cols, w.row(r), xq.data()));
+      dequantize_row(t, w.row(r), wd.data(), cols);
+      double ref = 0;
+      for (int64_t i = 0; i < cols; ++i) ref += static_cast<double>(wd[i]) * xd[i];
+      EXPECT_NEAR(y[tk * rows + r], ref, 1e-3 * std::sqrt(static_cast<double>(cols)));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, MatmulTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
+                                           DType::Q5_0, DType::Q4_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace pagoda
