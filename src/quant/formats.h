@@ -13,6 +13,11 @@
 
 namespace pagoda {
 
+// Preconditions of the row functions below (checked by assert only, since they sit in
+// the innermost loops): the type has the operation (can_dequantize / can_quantize; vec_dot
+// needs can_dequantize), n is a multiple of the type's block size (callers validate
+// tensor shapes when loading, e.g. with dtype_info(t).block_size), and buffers are
+// aligned to their block struct (src/quant/blocks.h). Pure functions, thread-safe.
 bool can_dequantize(DType t);
 bool can_quantize(DType t);
 
@@ -26,6 +31,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n);
 DType vec_dot_type(DType t);
 
 // Sum over the row of w[i] * x[i]; w has type t, x has type vec_dot_type(t), both n long.
+// Quantized formats sum each block exactly in integers and scale once per block; F32,
+// F16 and BF16 accumulate in double (as ggml's scalar path) and round once at the end.
 float vec_dot(DType t, int64_t n, const void* w, const void* x);
 
 }  // namespace pagoda

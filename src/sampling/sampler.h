@@ -1,42 +1,42 @@
 // Turning logits into the next token. Order of the pipeline (as llama.cpp's default
 // chain): repetition/presence/frequency penalties over recent tokens, then top-k,
 // top-p, min-p, temperature, and a draw from the per-sampler seeded RNG. Temperature
-// <= 0 means greedy (argmax, ties to the lowest id). One Sampler per sequence; not
-// thread-safe.
+// <= 0 means greedy (argmax, ties to the lowest id; penalties still apply). One Sampler
+// per sequence; not thread-safe.
+//
+// Cost per call: with top-k on (the default), one scan of the vocabulary and a sort of
+// k tokens. Without it, a few vectorized scans, one of them an exponential per token
+// (top-p normalizes over the whole vocabulary), and never a sort of the vocabulary. No
+// allocation once the first call has sized the working space (scratch.h).
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
-namespace pagoda {
+#include "sampling/chain.h"
+#include "sampling/params.h"
 
-struct SamplingParams {
-  float temperature = 0.8f;
-  int32_t top_k = 40;          // <= 0: off
-  float top_p = 0.95f;         // >= 1: off
-  float min_p = 0.05f;         // <= 0: off
-  float repeat_penalty = 1.0f; // 1: off (llama.cpp semantics: divide positive logits)
-  int32_t repeat_last_n = 64;  // window for the penalties; -1 = whole history
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  uint64_t seed = 0xFFFFFFFFu; // 0xFFFFFFFF: random seed
-};
+namespace pagoda {
 
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
 
-  // Picks the next token. `logits` is modified in place (penalties, scaling).
-  // `history` is the sequence so far (prompt + generated) for the penalties.
+  // Picks the next token. The penalties are applied to `logits` in place (take any
+  // logprobs of the raw logits before calling). `history` is the sequence so far
+  // (prompt + generated) for the penalties. Returns -1 only for empty logits. Draws
+  // one number from the RNG per call unless temperature <= 0.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }
 
   // Probabilities after the whole pipeline, for the tests of the distribution: returns
-  // (token, probability) pairs of every candidate that survives the filters.
+  // (token, probability) pairs of every candidate that survives the filters. Applies
+  // the penalties to `logits` as sample() does; leaves the RNG alone.
   std::vector<std::pair<int32_t, float>> distribution(std::span<float> logits,
                                                       std::span<const int32_t> history) const;
 
@@ -44,8 +44,11 @@ class Sampler {
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;
+  SamplerScratch scratch_;
 };
 
+// Index of the largest logit, the lowest index among ties; -1 for an empty span, 0 when
+// no entry compares (all NaN).
 int32_t argmax(std::span<const float> logits);
 
 }  // namespace pagoda

@@ -1,0 +1,38 @@
+#include "sampling/sampler.h"
+
+namespace pagoda {
+namespace {
+
+uint64_t resolve_seed(uint64_t seed) {
+  if (seed != kRandomSeed) return seed;
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+// Uniform in [0, 1) from the top 53 bits. std::uniform_real_distribution would do, but
+// its algorithm differs between standard libraries, and a seed should give the same
+// tokens wherever the engine is built.
+double uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params), seed_(resolve_seed(params.seed)), rng_(seed_) {}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  const Survivors survivors = run_chain(logits, history, params_, scratch_);
+  if (survivors.decided) return *survivors.decided;
+  return draw_token(survivors, logits, params_.temperature, uniform01(rng_), scratch_);
+}
+
+std::vector<std::pair<int32_t, float>> Sampler::distribution(
+    std::span<float> logits, std::span<const int32_t> history) const {
+  // Own scratch: this is a diagnostic, and a const Sampler must stay untouched.
+  SamplerScratch scratch;
+  const Survivors survivors = run_chain(logits, history, params_, scratch);
+  return survivor_probabilities(survivors, logits, params_.temperature, scratch);
+}
+
+}  // namespace pagoda
