@@ -2,7 +2,11 @@
 // offset, size, type and count is validated before use, and anything malformed or
 // unsupported is an error naming the file and the field (truncated file, bad magic,
 // unknown tensor or value type, tensor past the end of the file, overflowing dimensions,
-// misaligned data). After open() succeeds every accessor is safe.
+// misaligned data). After open() succeeds every accessor is safe. Opening costs one pass
+// over the metadata (tens of milliseconds for a 262k-token vocabulary) and nothing per
+// tensor byte. Corrupt counts fail fast: they are checked against the bytes left before
+// anything is allocated, and a file may hold at most 2^24 metadata values, 2^20 tensors
+// and arrays nested 16 deep.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +24,19 @@
 
 namespace pagoda {
 
+namespace gguf_detail {
+class Cursor;
+}
+
 // GGUF metadata value types, numbered as in the file.
 enum class GgufType : uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
   BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
 };
+
+// The type for an id read from a file, or nullopt for an id the format does not define.
+std::optional<GgufType> gguf_type_from_id(uint32_t id);
+std::string_view gguf_type_name(GgufType t);  // "UINT8", ..., "ARRAY"
 
 struct GgufArray;
 // One metadata value. Integers of every width are stored widened, with `type` keeping
@@ -33,7 +45,7 @@ struct GgufValue {
   GgufType type = GgufType::UINT32;
   std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<GgufArray>> v;
 
-  std::optional<int64_t> as_int() const;     // any integer type (and bool)
+  std::optional<int64_t> as_int() const;     // any integer type (and bool) that fits
   std::optional<double> as_float() const;    // any numeric type
   const std::string* as_string() const;
   const GgufArray* as_array() const;
@@ -77,6 +89,12 @@ class GgufFile {
   const GgufTensor* find_tensor(std::string_view name) const;
 
  private:
+  // The steps of open(), in file order; each names the file and field in its errors.
+  Status parse();
+  Status parse_metadata(gguf_detail::Cursor& c, uint64_t count);
+  Status parse_tensor_infos(gguf_detail::Cursor& c, uint64_t count);
+  Status place_tensors(size_t infos_end);
+
   MappedFile file_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

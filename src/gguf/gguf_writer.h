@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,11 @@ class GgufWriter {
   void add_tensor_bytes(const std::string& name, std::vector<int64_t> shape, DType type,
                         const void* bytes, size_t nbytes);
 
-  // Writes the whole file; on failure the partial file is removed.
+  // Checks everything (value types and ranges, tensor names, shapes, block sizes, the
+  // alignment) before creating anything, then writes to a temporary name beside `path`
+  // and renames it over `path` at the end, so a failed write leaves no file behind and
+  // never half-replaces an existing one. general.alignment is written as this writer's
+  // alignment (added when it is not the default 32, or when the caller set the key).
   Status write(const std::string& path) const;
 
  private:
@@ -45,7 +50,10 @@ class GgufWriter {
     std::vector<int64_t> shape;
     DType type;
     Fill fill;
+    std::optional<size_t> given_nbytes;  // add_tensor_bytes: checked against the shape
   };
+  Status check_tensor(const Pending& t) const;
+  Status encode_header(std::string& out, std::vector<uint64_t>& offsets) const;
   uint64_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Pending> tensors_;
