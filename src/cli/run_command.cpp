@@ -90,6 +90,9 @@ int run_run() {
   }
   const ModelConfig& c = (*model)->config();
   int32_t ctx = g_args.ctx > 0 ? std::min(g_args.ctx, c.n_ctx_train) : c.n_ctx_train;
+  if (static_cast<int64_t>(prompt.size()) >= ctx)
+    return fail(error("the prompt has {} tokens but the context holds {}; use a shorter prompt or a larger --ctx-size",
+                      prompt.size(), ctx));
   KvCache kv = (*model)->make_cache(ctx);
 
   GenerateOptions opts;

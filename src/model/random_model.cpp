@@ -1,0 +1,161 @@
+#include "model/random_model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "gguf/gguf_writer.h"
+#include "quant/formats.h"
+
+namespace pagoda {
+namespace {
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Standard normal by Box-Muller from two uniforms.
+void fill_normal(uint64_t seed, float* out, int64_t n, float stddev, float mean) {
+  uint64_t s = seed;
+  for (int64_t i = 0; i < n; i += 2) {
+    const double u1 = (static_cast<double>(splitmix(s) >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(splitmix(s) >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    out[i] = mean + stddev * static_cast<float>(r * std::cos(2 * M_PI * u2));
+    if (i + 1 < n) out[i + 1] = mean + stddev * static_cast<float>(r * std::sin(2 * M_PI * u2));
+  }
+}
+
+std::vector<std::string> make_vocab(int n, std::vector<int32_t>& types, std::vector<float>& scores) {
+  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
+  types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    pieces.push_back(fmt::format("<0x{:02X}>", b));
+    types.push_back(6);
+  }
+  const std::string space = "\xe2\x96\x81";
+  for (char ch = 'a'; ch <= 'z' && static_cast<int>(pieces.size()) < n; ++ch) {
+    pieces.push_back(std::string(1, ch));
+    types.push_back(1);
+    if (static_cast<int>(pieces.size()) < n) {
+      pieces.push_back(space + std::string(1, ch));
+      types.push_back(1);
+    }
+  }
+  for (int i = static_cast<int>(pieces.size()); i < n; ++i) {
+    pieces.push_back(fmt::format("[{}]", i));
+    types.push_back(1);
+  }
+  pieces.resize(n);
+  types.resize(n);
+  scores.resize(n);
+  for (int i = 0; i < n; ++i) scores[i] = -static_cast<float>(i);
+  return pieces;
+}
+
+}  // namespace
+
+Status write_random_model(const RandomModelSpec& spec, const std::string& path) {
+  RandomModelSpec s = spec;
+  if (!can_quantize(s.type)) return error("random model: Pagoda cannot write {} tensors", dtype_name(s.type));
+  if (s.vocab < 262) return error("random model: vocab must be at least 262 (3 specials + 256 byte tokens + letters)");
+  if (s.dim <= 0 || s.layers <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.ff <= 0)
+    return error("random model: sizes must be positive");
+  if (s.head_dim == 0) s.head_dim = s.dim / s.heads;
+  if (s.heads % s.kv_heads != 0) return error("random model: heads must be a multiple of kv_heads");
+  const int64_t bs = dtype_info(s.type).block_size;
+  const int q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
+  for (int64_t cols : {static_cast<int64_t>(s.dim), static_cast<int64_t>(s.ff), static_cast<int64_t>(q_dim)})
+    if (cols % bs != 0)
+      return error("random model: row width {} is not a multiple of {}'s block size {}", cols, dtype_name(s.type), bs);
+  GgufWriter w;
+  const std::string p = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
+  w.set_string("general.name", fmt::format("pagoda-random-{}-{}", s.arch, s.type));
+  w.set_u32("general.file_type", 0);
+  w.set_u32(p + "context_length", s.ctx);
+  w.set_u32(p + "embedding_length", s.dim);
+  w.set_u32(p + "block_count", s.layers);
+  w.set_u32(p + "feed_forward_length", s.ff);
+  w.set_u32(p + "attention.head_count", s.heads);
+  w.set_u32(p + "attention.head_count_kv", s.kv_heads);
+  w.set_u32(p + "attention.key_length", s.head_dim);
+  w.set_u32(p + "attention.value_length", s.head_dim);
+  w.set_u32(p + "rope.dimension_count", s.head_dim);
+  w.set_f32(p + "attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_f32(p + "rope.freq_base", s.arch == "gemma3" ? 1000000.0f : 10000.0f);
+  if (s.arch == "gemma3") w.set_u32(p + "attention.sliding_window", s.sliding_window);
+  std::vector<int32_t> types;
+  std::vector<float> scores;
+  auto pieces = make_vocab(s.vocab, types, scores);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string("tokenizer.ggml.pre", "default");
+  w.set_string_array("tokenizer.ggml.tokens", pieces);
+  w.set_f32_array("tokenizer.ggml.scores", scores);
+  w.set_i32_array("tokenizer.ggml.token_type", types);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  w.set_bool("tokenizer.ggml.add_space_prefix", true);
+
+  uint64_t tensor_seed = s.seed * 1000003ull;
+  // A matrix [rows x cols] in the chosen format, N(0, scale / sqrt(cols)).
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
+    const uint64_t seed = ++tensor_seed;
+    const DType t = s.type;
+    w.add_tensor(name, {cols, rows}, t, [=](uint8_t* dst) {
+      const size_t rb = row_bytes(t, cols);
+      ThreadPool::global().parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+        std::vector<float> row(cols);
+        for (int64_t r = r0; r < r1; ++r) {
+          fill_normal(seed * 0x100000001b3ull + static_cast<uint64_t>(r), row.data(), cols,
+                      scale / std::sqrt(static_cast<float>(cols)), 0.0f);
+          quantize_row(t, row.data(), dst + static_cast<size_t>(r) * rb, cols);
+        }
+      });
+    });
+  };
+  // Norm weights near 1, biases near 0: F32 vectors as converters write them.
+  auto vec = [&](const std::string& name, int64_t n, float mean, float stddev) {
+    const uint64_t seed = ++tensor_seed;
+    w.add_tensor(name, {n}, DType::F32, [=](uint8_t* dst) {
+      fill_normal(seed, reinterpret_cast<float*>(dst), n, stddev, mean);
+    });
+  };
+  matrix("token_embd.weight", s.vocab, s.dim, std::sqrt(static_cast<float>(s.dim)));
+  vec("output_norm.weight", s.dim, 1.0f, 0.1f);
+  if (s.arch != "gemma3") matrix("output.weight", s.vocab, s.dim, 4.0f);
+  for (int l = 0; l < s.layers; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    vec(b + "attn_norm.weight", s.dim, 1.0f, 0.1f);
+    matrix(b + "attn_q.weight", q_dim, s.dim, 1.0f);
+    matrix(b + "attn_k.weight", kv_dim, s.dim, 1.0f);
+    matrix(b + "attn_v.weight", kv_dim, s.dim, 1.0f);
+    matrix(b + "attn_output.weight", s.dim, q_dim, 1.0f);
+    if (s.arch == "qwen2") {
+      vec(b + "attn_q.bias", q_dim, 0.0f, 0.1f);
+      vec(b + "attn_k.bias", kv_dim, 0.0f, 0.1f);
+      vec(b + "attn_v.bias", kv_dim, 0.0f, 0.1f);
+    }
+    if (s.arch == "gemma3") {
+      vec(b + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f);
+      vec(b + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f);
+      vec(b + "post_attention_norm.weight", s.dim, 1.0f, 0.1f);
+      vec(b + "post_ffw_norm.weight", s.dim, 1.0f, 0.1f);
+    }
+    vec(b + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
+    matrix(b + "ffn_gate.weight", s.ff, s.dim, 1.0f);
+    matrix(b + "ffn_up.weight", s.ff, s.dim, 1.0f);
+    matrix(b + "ffn_down.weight", s.dim, s.ff, 1.0f);
+  }
+  return w.write(path);
+}
+
+}  // namespace pagoda

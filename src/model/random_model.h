@@ -1,0 +1,34 @@
+// Random-weight GGUF models of any supported architecture, size and tensor format, for
+// tests (tiny) and benchmarks (1B- and 7B-shaped; decode speed does not depend on the
+// values). Weights come from a counter-based generator seeded per tensor row, so the same
+// spec gives the same file and rows are produced in parallel. The vocabulary is
+// SentencePiece-style (three specials, 256 byte-fallback tokens, letters, then "[i]"
+// fillers) so any text tokenizes and llama.cpp loads the file too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "tensor/dtype.h"
+
+namespace pagoda {
+
+struct RandomModelSpec {
+  std::string arch = "llama";  // llama | qwen2 | gemma3
+  DType type = DType::F32;     // format of the 2-D weights; norms and biases stay F32
+  int32_t dim = 64;
+  int32_t layers = 2;
+  int32_t heads = 4;
+  int32_t kv_heads = 2;
+  int32_t head_dim = 0;        // 0: dim / heads
+  int32_t ff = 128;
+  int32_t vocab = 512;
+  int32_t ctx = 2048;
+  int32_t sliding_window = 16; // gemma3 only
+  uint64_t seed = 42;
+};
+
+Status write_random_model(const RandomModelSpec& spec, const std::string& path);
+
+}  // namespace pagoda
