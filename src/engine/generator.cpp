@@ -18,7 +18,8 @@ Result<GenerateResult> generate(Model& model, KvCache& kv, const Tokenizer* toke
   std::vector<int32_t> history = prompt;
   Sampler sampler(opts.sampling);
   std::optional<IncrementalDetokenizer> detok;
-  if (tokenizer != nullptr) detok.emplace(*tokenizer);
+  // Generated text continues the prompt, so a leading space is real text.
+  if (tokenizer != nullptr) detok.emplace(*tokenizer, /*at_text_start=*/false);
 
   Timer timer;
   PAGODA_TRY(model.forward(prompt, 0, kv, logits.data(), false));

@@ -1,7 +1,8 @@
 // Causal self-attention of a chunk of new tokens against a sequence's cached keys and
-// values (FP16, contiguous [position, kv_head, head_dim]). Flash-style: each query keeps
-// a running max and sum (online softmax), so no score matrix is materialized and memory
-// is linear in context length. GQA/MQA: query head h reads KV head h / (n_heads /
+// values (FP16, contiguous [position, kv_head, head_dim]). Each query computes one row
+// of scores at a time (never the whole score matrix), so memory is linear in context
+// length; numerics follow llama.cpp's CPU path (FP16 q.k, softmax in float with a double
+// sum, probabilities rounded to FP16 before the V product). GQA/MQA: query head h reads KV head h / (n_heads /
 // n_kv_heads); KV is never duplicated. The paged, block-table version belongs to the
 // engine issue; this one serves single-sequence generation.
 #pragma once

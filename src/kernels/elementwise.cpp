@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/fp16.h"
+
 namespace pagoda {
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  // Squares in float, summed in double: ggml's order, so norms match llama.cpp's bits.
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w != nullptr) {
@@ -30,8 +33,42 @@ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
 }
 
+namespace {
+
+// GELU of every FP16 input, stored as FP16. ggml evaluates GELU this way (input rounded
+// to FP16, result looked up), and Gemma's logits move measurably if we do otherwise, so
+// we follow it: parity with llama.cpp is how we prove correctness. It is also cheaper
+// than tanh per element.
+struct GeluTable {
+  uint16_t v[65536];
+  GeluTable() {
+    for (uint32_t h = 0; h < 65536; ++h) v[h] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(static_cast<uint16_t>(h))));
+  }
+};
+
+const GeluTable& gelu_table() {
+  static const GeluTable table;
+  return table;
+}
+
+}  // namespace
+
+float gelu_fp16_table(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(gelu_table().v[fp32_to_fp16(x)]);
+}
+
 void geglu(float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) a[i] = gelu_tanh(a[i]) * b[i];
+  const GeluTable& t = gelu_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = a[i];
+    float g;
+    if (x <= -10.0f) g = 0.0f;
+    else if (x >= 10.0f) g = x;
+    else g = fp16_to_fp32(t.v[fp32_to_fp16(x)]);
+    a[i] = g * b[i];
+  }
 }
 
 void softmax(float* x, int64_t n) {

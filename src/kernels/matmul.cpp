@@ -23,7 +23,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
     uint8_t* dst = t_xq.data();
     pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t)
-        quantize_row(xt, x + t * w.cols, dst + static_cast<size_t>(t) * xrow, w.cols);
+        quantize_activation_row(xt, x + t * w.cols, dst + static_cast<size_t>(t) * xrow, w.cols);
     });
     xq = dst;
   }

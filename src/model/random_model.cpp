@@ -76,7 +76,7 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   GgufWriter w;
   const std::string p = s.arch + ".";
   w.set_string("general.architecture", s.arch);
-  w.set_string("general.name", fmt::format("pagoda-random-{}-{}", s.arch, s.type));
+  w.set_string("general.name", fmt::format("pagoda-random-{}-{}", s.arch, dtype_name(s.type)));
   w.set_u32("general.file_type", 0);
   w.set_u32(p + "context_length", s.ctx);
   w.set_u32(p + "embedding_length", s.dim);

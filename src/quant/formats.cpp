@@ -70,6 +70,12 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   find(t)->quantize(src, dst, n);
 }
 
+void quantize_activation_row(DType t, const float* src, void* dst, int64_t n) {
+  assert(can_quantize(t) && whole_blocks(t, n));
+  if (t == DType::Q8_0) quant::quantize_row_q8_0_activation(src, dst, n);
+  else find(t)->quantize(src, dst, n);
+}
+
 // Types without arithmetic here (Q8_1, integer tensors) report F32 so a caller asking
 // before checking can_dequantize still gets a usable activation format.
 DType vec_dot_type(DType t) {

@@ -27,6 +27,11 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 // Encodes n floats as type t (round to nearest, llama.cpp's reference quantizers).
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
+// Converts activations to a vec-dot type the way llama.cpp's x86 kernels do at run time
+// (Q8_0: reciprocal scale 127/amax, ties to even). Differs from quantize_row only in
+// rounding details; use it for activations, quantize_row for weights.
+void quantize_activation_row(DType t, const float* src, void* dst, int64_t n);
+
 // The format activations are converted to before vec_dot with weights of type t.
 DType vec_dot_type(DType t);
 

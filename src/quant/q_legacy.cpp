@@ -199,6 +199,24 @@ void quantize_row_q8_0(const float* __restrict src, void* __restrict dst, int64_
   }
 }
 
+// Activations: llama.cpp's x86 kernels quantize them with the scale's reciprocal taken as
+// 127 / amax and ties rounded to even (SIMD rounding), not the reference's 1 / d with
+// ties away from zero. Activations derived from quantized embeddings hit exact ties
+// often, so this choice decides whether our logits match llama.cpp's bit for bit.
+void quantize_row_q8_0_activation(const float* __restrict src, void* __restrict dst, int64_t n) {
+  auto* b = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+      const float a = std::fabs(src[j]);
+      amax = a > amax ? a : amax;
+    }
+    b[i].d = fp32_to_fp16(amax / 127.0f);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < kQK; ++j) b[i].qs[j] = static_cast<int8_t>(nearest_int(src[j] * id));
+  }
+}
+
 // ---------------------------------------------------------------- dot with Q8_0
 
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x) {

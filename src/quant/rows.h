@@ -33,6 +33,7 @@ void quantize_row_q4_1(const float* src, void* dst, int64_t n);
 void quantize_row_q5_0(const float* src, void* dst, int64_t n);
 void quantize_row_q5_1(const float* src, void* dst, int64_t n);
 void quantize_row_q8_0(const float* src, void* dst, int64_t n);
+void quantize_row_q8_0_activation(const float* src, void* dst, int64_t n);
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_q4_1_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* x);

@@ -49,10 +49,14 @@ class Tokenizer {
 
 // Turns a stream of token ids into text without ever emitting part of a UTF-8 character:
 // bytes of an incomplete sequence are held until it completes (or flushed as-is at the
-// end). The SentencePiece leading space of the first token is dropped like decode().
+// end). The SentencePiece leading space of the first token is dropped like decode()
+// when the stream starts the text; a stream that continues a prompt (generated tokens)
+// passes at_text_start = false and keeps it. Invalid bytes that no later byte could
+// complete are passed through as they are.
 class IncrementalDetokenizer {
  public:
-  explicit IncrementalDetokenizer(const Tokenizer& tok) : tok_(tok) {}
+  explicit IncrementalDetokenizer(const Tokenizer& tok, bool at_text_start = true)
+      : tok_(tok), first_(at_text_start) {}
   // Returns the text that became complete with this token (possibly empty).
   std::string push(int32_t id);
   // Whatever is still held (an incomplete character at the end of the stream).
@@ -61,7 +65,7 @@ class IncrementalDetokenizer {
  private:
   const Tokenizer& tok_;
   std::string pending_;
-  bool first_ = true;
+  bool first_;
 };
 
 }  // namespace pagoda

@@ -33,6 +33,13 @@ struct Vocab {
   bool add_space_prefix = true;  // SentencePiece only
 
   static Result<Vocab> from_gguf(const GgufFile& file);
+
+  TokenType type(int32_t id) const { return types.empty() ? TokenType::kNormal : types[id]; }
+
+  // Sets eot (when unset) and eog from eos, eot and the control tokens named like
+  // end-of-turn markers (<end_of_turn>, <|eot_id|>, <|im_end|>, <|endoftext|>, ...),
+  // as llama.cpp does. from_gguf calls it; Tokenizer::create calls it when eog is empty.
+  void fill_eog();
 };
 
 }  // namespace pagoda

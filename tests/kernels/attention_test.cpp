@@ -34,10 +34,11 @@ void naive(const std::vector<float>& q, int64_t n_tokens, int32_t pos0, const st
       double mx = -1e300, sum = 0;
       for (double x : s) mx = std::max(mx, x);
       for (double& x : s) sum += (x = std::exp(x - mx));
+      // The kernel rounds each probability to FP16 (llama.cpp's numerics); so does this.
       for (size_t a = 0; a < s.size(); ++a)
         for (int32_t i = 0; i < hd; ++i)
           out[(t * p.n_heads + h) * hd + i] +=
-              s[a] / sum * fp16_to_fp32(v[(static_cast<int64_t>(js[a]) * p.n_kv_heads + kvh) * hd + i]);
+              fp16_to_fp32(fp32_to_fp16(static_cast<float>(s[a] / sum))) * fp16_to_fp32(v[(static_cast<int64_t>(js[a]) * p.n_kv_heads + kvh) * hd + i]);
     }
   }
 }

@@ -36,7 +36,7 @@ TEST_P(MatmulTest, MatchesScalarDotAndFloatProduct) {
   std::vector<uint8_t> xq(row_bytes(xt, cols));
   std::vector<float> wd(cols), xd(cols);
   for (int64_t tk = 0; tk < tokens; ++tk) {
-    quantize_row(xt, &x[tk * cols], xq.data(), cols);
+    quantize_activation_row(xt, &x[tk * cols], xq.data(), cols);
     dequantize_row(xt, xq.data(), xd.data(), cols);
     for (int64_t r = 0; r < rows; ++r) {
       EXPECT_EQ(y[tk * rows + r], vec_dot(t, cols, w.row(r), xq.data()));

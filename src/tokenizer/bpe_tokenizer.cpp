@@ -1,0 +1,183 @@
+#include "tokenizer/bpe_tokenizer.h"
+
+#include <queue>
+
+#include "tokenizer/byte_unicode.h"
+#include "tokenizer/utf8.h"
+
+namespace pagoda {
+namespace {
+
+struct Symbol {
+  int32_t id;  // -1 once merged into its left neighbour
+  int32_t prev, next;
+};
+
+struct Bigram {
+  int32_t rank;
+  int32_t left, right;
+  int32_t left_id, right_id;  // to recognise a pair that merging has since changed
+  int32_t result;
+  bool operator<(const Bigram& o) const {
+    // Lowest rank first; among equals the leftmost (std::priority_queue is a max-heap).
+    if (rank != o.rank) return rank > o.rank;
+    return left > o.left;
+  }
+};
+
+std::string map_bytes(std::string_view bytes) {
+  std::string s;
+  s.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) utf8::append(s, byte_to_codepoint(c));
+  return s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> BpeTokenizer::make(Vocab vocab) {
+  const std::optional<PreTokenizer> pre = pre_tokenizer_from_name(vocab.pre);
+  if (!pre) {
+    return error(
+        "byte-level BPE pre-tokenizer '{}' is not supported (known: default, gpt-2, llama3, "
+        "llama-bpe, qwen2 and aliases)",
+        vocab.pre);
+  }
+  return std::unique_ptr<Tokenizer>(new BpeTokenizer(std::move(vocab), *pre));
+}
+
+BpeTokenizer::BpeTokenizer(Vocab vocab, PreTokenizer pre)
+    : Tokenizer(std::move(vocab)),
+      pre_(pre),
+      ignore_merges_(pre == PreTokenizer::kLlama3),
+      index_(build_piece_index(vocab_)),
+      special_(vocab_) {
+  for (int b = 0; b < 256; ++b) {
+    std::string piece;
+    utf8::append(piece, byte_to_codepoint(static_cast<uint8_t>(b)));
+    byte_token_[b] = find_piece(index_, piece);
+  }
+  merges_.reserve(vocab_.merges.size());
+  std::string joined;
+  for (size_t rank = 0; rank < vocab_.merges.size(); ++rank) {
+    const std::string& m = vocab_.merges[rank];
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos) continue;
+    const std::string_view a = std::string_view(m).substr(0, sp);
+    const std::string_view b = std::string_view(m).substr(sp + 1);
+    joined.assign(a);
+    joined.append(b);
+    const int32_t ia = find_piece(index_, a), ib = find_piece(index_, b);
+    const int32_t ir = find_piece(index_, joined);
+    // A merge whose parts or result are not tokens can never apply to token symbols.
+    if (ia < 0 || ib < 0 || ir < 0) continue;
+    merges_.try_emplace(pair_key(ia, ib), Merge{static_cast<int32_t>(rank), ir});
+  }
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special,
+                                          bool parse_special) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  if (add_special && vocab_.add_bos && vocab_.bos >= 0) out.push_back(vocab_.bos);
+  std::vector<WordSpan> words;
+  for (const Fragment& f : special_.split(text, parse_special)) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      continue;
+    }
+    const std::string_view part = text.substr(f.begin, f.end - f.begin);
+    words.clear();
+    pre_tokenize(pre_, part, words);
+    for (const WordSpan& w : words) encode_word(part.substr(w.begin, w.end - w.begin), out);
+  }
+  if (add_special && vocab_.add_eos && vocab_.eos >= 0) out.push_back(vocab_.eos);
+  return out;
+}
+
+void BpeTokenizer::push_token(int32_t id, std::vector<int32_t>& out) const {
+  if (id >= 0) {
+    out.push_back(id);
+  } else if (vocab_.unk >= 0) {
+    out.push_back(vocab_.unk);  // a byte the vocabulary cannot spell
+  }
+}
+
+void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.size() == 1) {
+    push_token(byte_token_[static_cast<unsigned char>(word[0])], out);
+    return;
+  }
+  if (ignore_merges_) {
+    const int32_t id = find_piece(index_, map_bytes(word));
+    if (id >= 0 && is_text_token(vocab_, id)) {
+      out.push_back(id);
+      return;
+    }
+  }
+
+  const auto n = static_cast<int32_t>(word.size());
+  std::vector<Symbol> sym(n);
+  for (int32_t i = 0; i < n; ++i) {
+    sym[i] = {byte_token_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  }
+  std::priority_queue<Bigram> queue;
+  auto try_add = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0 || sym[left].id < 0 || sym[right].id < 0) return;
+    auto it = merges_.find(pair_key(sym[left].id, sym[right].id));
+    if (it == merges_.end()) return;
+    queue.push({it->second.rank, left, right, sym[left].id, sym[right].id, it->second.result});
+  };
+  for (int32_t i = 1; i < n; ++i) try_add(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = sym[b.left];
+    if (l.id != b.left_id || l.next != b.right || sym[b.right].id != b.right_id) continue;
+    Symbol& r = sym[b.right];
+    l.id = b.result;
+    l.next = r.next;
+    if (r.next >= 0) sym[r.next].prev = b.left;
+    r.id = -1;
+    r.next = r.prev = -1;
+    try_add(l.prev, b.left);
+    try_add(b.left, l.next);
+  }
+  for (int32_t i = 0; i >= 0; i = sym[i].next) push_token(sym[i].id, out);
+}
+
+std::string BpeTokenizer::token_to_bytes(int32_t id, bool render_special) const {
+  if (id < 0 || id >= vocab_size()) return {};
+  const std::string& piece = vocab_.pieces[id];
+  switch (vocab_.type(id)) {
+    case TokenType::kControl:
+    case TokenType::kUnknown:
+      return render_special ? piece : std::string();
+    case TokenType::kUnused:
+      return {};
+    case TokenType::kUserDefined:
+      return piece;  // added tokens are stored as plain text, not in the byte alphabet
+    case TokenType::kByte: {
+      const int b = parse_byte_piece(piece);
+      return b < 0 ? std::string() : std::string(1, static_cast<char>(b));
+    }
+    case TokenType::kNormal:
+    case TokenType::kUndefined:
+      break;
+  }
+  std::string out;
+  out.reserve(piece.size());
+  for (size_t i = 0; i < piece.size();) {
+    const utf8::Char ch = utf8::decode(piece, i);
+    const int b = ch.cp == utf8::kInvalid ? -1 : codepoint_to_byte(ch.cp);
+    if (b >= 0) {
+      out.push_back(static_cast<char>(b));
+    } else {
+      out.append(piece, i, ch.len);  // not in the byte alphabet: keep it as written
+    }
+    i += ch.len;
+  }
+  return out;
+}
+
+}  // namespace pagoda

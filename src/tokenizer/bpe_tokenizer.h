@@ -1,0 +1,50 @@
+// Byte-level BPE over a GGUF "gpt2" vocabulary (Llama 3, Qwen2, GPT-2): text is split
+// into words by the pre-tokenizer named in tokenizer.ggml.pre, each word's bytes are
+// mapped to GPT-2's printable alphabet, and adjacent symbols are merged lowest merge
+// rank first. Merging works on token ids (every symbol is a token), so the merge table
+// is keyed by id pairs rather than strings. Internal; use Tokenizer::create.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <unordered_map>
+
+#include "tokenizer/piece_index.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/special_tokens.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  static Result<std::unique_ptr<Tokenizer>> make(Vocab vocab);
+
+  std::vector<int32_t> encode(std::string_view text, bool add_special,
+                              bool parse_special) const override;
+  std::string token_to_bytes(int32_t id, bool render_special) const override;
+
+ private:
+  BpeTokenizer(Vocab vocab, PreTokenizer pre);
+  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  void push_token(int32_t id, std::vector<int32_t>& out) const;
+
+  struct Merge {
+    int32_t rank;
+    int32_t result;
+  };
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+
+  PreTokenizer pre_;
+  // Llama 3's tokenizer (tiktoken) looks a whole word up before merging; a few words
+  // that are tokens are not reachable by the merges, so this changes results.
+  bool ignore_merges_;
+  PieceIndex index_;
+  SpecialTokenMatcher special_;
+  std::array<int32_t, 256> byte_token_;  // the single-character piece of each byte
+  std::unordered_map<uint64_t, Merge> merges_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,51 @@
+// Piece text -> token id, shared by both tokenizers. Views point into Vocab::pieces, so
+// the index must live no longer than the Vocab it was built from and the Vocab must not
+// change meanwhile (Tokenizer owns both and is immutable).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+
+#include "tokenizer/vocab.h"
+
+namespace pagoda {
+
+using PieceIndex = std::unordered_map<std::string_view, int32_t>;
+
+// When two tokens spell the same text, the lower id wins.
+inline PieceIndex build_piece_index(const Vocab& v) {
+  PieceIndex index;
+  index.reserve(v.pieces.size());
+  for (size_t id = 0; id < v.pieces.size(); ++id) {
+    index.emplace(v.pieces[id], static_cast<int32_t>(id));
+  }
+  return index;
+}
+
+inline int32_t find_piece(const PieceIndex& index, std::string_view text) {
+  auto it = index.find(text);
+  return it == index.end() ? -1 : it->second;
+}
+
+// Tokens that ordinary text may turn into by merging: not control, unknown, byte or
+// unused tokens, which only come from special handling.
+inline bool is_text_token(const Vocab& v, int32_t id) {
+  const TokenType t = v.type(id);
+  return t == TokenType::kNormal || t == TokenType::kUserDefined || t == TokenType::kUndefined;
+}
+
+// The byte a "<0xAB>" piece stands for, or -1.
+inline int parse_byte_piece(std::string_view p) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
+  const int hi = hex(p[3]), lo = hex(p[4]);
+  return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
+}
+
+}  // namespace pagoda

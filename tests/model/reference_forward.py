@@ -1,0 +1,222 @@
+"""Independent numpy oracle for Pagoda's forward pass (float64, no KV cache, no speed).
+
+It shares nothing with the C++ code: the GGUF file is read with the `gguf` package's
+GGUFReader and every tensor is dequantized with `gguf.quants.dequantize`. The three
+architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, gemma3.cpp
+and the hparams in src/llama-model.cpp):
+
+  llama   RMSNorm; RoPE of llama.cpp's "norm" mode, rotating ADJACENT pairs
+          (x[2i], x[2i+1]) by pos * base^(-2i/n_rot); SwiGLU FFN silu(gate) * up;
+          output.weight if present, else tied to token_embd.
+  qwen2   llama + biases on attn_q / attn_k / attn_v; NEOX RoPE, rotating (x[i], x[i+n_rot/2]).
+  gemma3  embeddings * sqrt(n_embd); per-head RMSNorm of q and k (attn_q_norm / attn_k_norm)
+          after the projection and before RoPE; NEOX RoPE; layer il is a sliding-window layer
+          when il % 6 < 5 (rope base 10000, query at p sees keys j with p - j < window), the
+          others are global (rope base {arch}.rope.freq_base); scale 1/sqrt(head_dim);
+          post_attention_norm on the attention output and post_ffw_norm on the FFN output,
+          each before its residual add; GeGLU FFN with tanh-approximated GELU; tied output.
+
+Usage:
+    model = ReferenceModel("model.gguf")
+    logits = model.forward([1, 2, 3])      # float64 [n_tokens, n_vocab], one row per position
+
+ReferenceModel(path, f16_attention=True) rounds q, k and v to FP16 right before attention,
+as an FP16 KV cache does (llama.cpp's default, and Pagoda's: K/V are stored in FP16 and q is
+rounded to FP16 for q.k). Everything else stays float64.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+
+@dataclass
+class HParams:
+    arch: str
+    n_embd: int
+    n_layer: int
+    n_ff: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    eps: float
+    rope_base: float
+    rope_scale: float  # llama.cpp freq_scale = 1 / rope.scaling.factor (linear scaling only)
+    n_rot: int
+    sliding_window: int  # 0 = none
+
+
+def _field(reader: GGUFReader, key: str, default=None):
+    f = reader.fields.get(key)
+    return default if f is None else f.contents()
+
+
+def read_hparams(reader: GGUFReader) -> HParams:
+    arch = _field(reader, "general.architecture")
+    if arch not in ("llama", "qwen2", "gemma3"):
+        raise ValueError(f"reference: architecture {arch!r} not supported")
+    g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
+    n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
+    head_dim = int(g("attention.key_length", n_embd // n_head))
+    scaling = g("rope.scaling.type", "linear")
+    factor = g("rope.scaling.factor", 0.0)
+    if scaling not in ("none", "linear"):
+        raise ValueError(f"reference: rope scaling {scaling!r} not supported")
+    return HParams(
+        arch=arch,
+        n_embd=n_embd,
+        n_layer=int(g("block_count")),
+        n_ff=int(g("feed_forward_length")),
+        n_head=n_head,
+        n_head_kv=int(g("attention.head_count_kv", n_head)),
+        head_dim=head_dim,
+        eps=float(g("attention.layer_norm_rms_epsilon", 1e-5)),
+        rope_base=float(g("rope.freq_base", 10000.0)),
+        rope_scale=1.0 / factor if (factor and scaling == "linear") else 1.0,
+        n_rot=int(g("rope.dimension_count", head_dim)),
+        sliding_window=int(g("attention.sliding_window", 0)),
+    )
+
+
+def load_tensors(reader: GGUFReader) -> dict[str, np.ndarray]:
+    """Every tensor, dequantized to float64, in numpy order: a GGUF [ne0, ne1] matrix
+    becomes shape (ne1, ne0), i.e. (n_out, n_in) for a weight, (n_vocab, n_embd) for token_embd."""
+    out = {}
+    for t in reader.tensors:
+        shape = tuple(int(d) for d in reversed(t.shape))
+        out[t.name] = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(shape)
+    return out
+
+
+# ---- blocks -----------------------------------------------------------------------------
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * w over the last axis."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float, neox: bool) -> np.ndarray:
+    """x: [T, heads, head_dim]; rotates the first n_rot dims of each head, the rest pass through.
+    Pair i (i < n_rot/2) turns by angle pos * scale * base^(-2i/n_rot); the pair is
+    (x[2i], x[2i+1]) in llama.cpp's normal mode and (x[i], x[i + n_rot/2]) in NEOX mode."""
+    half = n_rot // 2
+    theta = (pos[:, None] * scale) * base ** (-2.0 * np.arange(half) / n_rot)  # [T, half]
+    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    out = x.copy()
+    if neox:
+        a, b = x[..., :half], x[..., half:n_rot]
+        out[..., :half], out[..., half:n_rot] = a * cos - b * sin, a * sin + b * cos
+    else:
+        a, b = x[..., 0:n_rot:2], x[..., 1:n_rot:2]
+        out[..., 0:n_rot:2], out[..., 1:n_rot:2] = a * cos - b * sin, a * sin + b * cos
+    return out
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: np.ndarray, scale: float,
+              window: int = 0) -> np.ndarray:
+    """q: [T, n_head, hd], k/v: [T, n_kv, hd]. Causal; with window > 0 a query at p sees only
+    keys at j with p - j < window. Query head h reads kv head h // (n_head / n_kv) (GQA)."""
+    T, n_head, hd = q.shape
+    group = n_head // k.shape[1]
+    diff = pos[:, None] - pos[None, :]  # query pos - key pos
+    visible = diff >= 0
+    if window > 0:
+        visible &= diff < window
+    out = np.empty_like(q)
+    for h in range(n_head):
+        s = (q[:, h, :] @ k[:, h // group, :].T) * scale
+        s = np.where(visible, s, -np.inf)
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        out[:, h, :] = p @ v[:, h // group, :]
+    return out
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+# ---- the model --------------------------------------------------------------------------
+
+class ReferenceModel:
+    def __init__(self, path, f16_attention: bool = False):
+        self.f16_attention = f16_attention
+        reader = GGUFReader(str(path))
+        self.hp = read_hparams(reader)
+        self.w = load_tensors(reader)
+        if "rope_freqs.weight" in self.w:
+            raise NotImplementedError("reference: per-dimension rope factors (rope_freqs) are not modelled")
+        self.n_vocab = self.w["token_embd.weight"].shape[0]
+
+    def linear(self, x: np.ndarray, name: str) -> np.ndarray:
+        y = x @ self.w[name + ".weight"].T
+        bias = self.w.get(name + ".bias")
+        return y if bias is None else y + bias
+
+    def is_swa_layer(self, il: int) -> bool:
+        return self.hp.arch == "gemma3" and self.hp.sliding_window > 0 and il % 6 < 5
+
+    def attention_block(self, x: np.ndarray, il: int, pos: np.ndarray) -> np.ndarray:
+        hp, p = self.hp, f"blk.{il}."
+        T = x.shape[0]
+        q = self.linear(x, p + "attn_q").reshape(T, hp.n_head, hp.head_dim)
+        k = self.linear(x, p + "attn_k").reshape(T, hp.n_head_kv, hp.head_dim)
+        v = self.linear(x, p + "attn_v").reshape(T, hp.n_head_kv, hp.head_dim)
+        if hp.arch == "gemma3":
+            q = rms_norm(q, self.w[p + "attn_q_norm.weight"], hp.eps)
+            k = rms_norm(k, self.w[p + "attn_k_norm.weight"], hp.eps)
+        swa = self.is_swa_layer(il)
+        base, scale = (10000.0, 1.0) if swa else (hp.rope_base, hp.rope_scale)
+        neox = hp.arch in ("qwen2", "gemma3")
+        q = rope(q, pos, hp.n_rot, base, scale, neox)
+        k = rope(k, pos, hp.n_rot, base, scale, neox)
+        if self.f16_attention:
+            q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
+        o = attention(q, k, v, pos, 1.0 / math.sqrt(hp.head_dim), hp.sliding_window if swa else 0)
+        return self.linear(o.reshape(T, hp.n_head * hp.head_dim), p + "attn_output")
+
+    def ffn_block(self, x: np.ndarray, il: int) -> np.ndarray:
+        p = f"blk.{il}."
+        gate, up = self.linear(x, p + "ffn_gate"), self.linear(x, p + "ffn_up")
+        act = gelu_tanh(gate) if self.hp.arch == "gemma3" else silu(gate)
+        return self.linear(act * up, p + "ffn_down")
+
+    def layer(self, x: np.ndarray, il: int, pos: np.ndarray) -> np.ndarray:
+        hp, w, p = self.hp, self.w, f"blk.{il}."
+        a = self.attention_block(rms_norm(x, w[p + "attn_norm.weight"], hp.eps), il, pos)
+        if hp.arch == "gemma3":
+            a = rms_norm(a, w[p + "post_attention_norm.weight"], hp.eps)
+        x = x + a
+        f = self.ffn_block(rms_norm(x, w[p + "ffn_norm.weight"], hp.eps), il)
+        if hp.arch == "gemma3":
+            f = rms_norm(f, w[p + "post_ffw_norm.weight"], hp.eps)
+        return x + f
+
+    def forward(self, ids) -> np.ndarray:
+        """Logits (float64, [len(ids), n_vocab]) of every position, positions 0..len-1."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.ndim != 1 or ids.size == 0 or ids.min() < 0 or ids.max() >= self.n_vocab:
+            raise ValueError("reference: token ids must be a non-empty list within the vocabulary")
+        pos = np.arange(ids.size, dtype=np.float64)
+        x = self.w["token_embd.weight"][ids]
+        if self.hp.arch == "gemma3":
+            x = x * math.sqrt(self.hp.n_embd)
+        for il in range(self.hp.n_layer):
+            x = self.layer(x, il, pos)
+        x = rms_norm(x, self.w["output_norm.weight"], self.hp.eps)
+        return self.linear(x, "output" if "output.weight" in self.w else "token_embd")  # else tied
+
+    def greedy(self, prompt, n: int) -> list[int]:
+        """n greedy tokens after prompt (full recompute each step; first index wins ties)."""
+        ids = list(prompt)
+        for _ in range(n):
+            ids.append(int(np.argmax(self.forward(ids)[-1])))
+        return ids[len(prompt):]

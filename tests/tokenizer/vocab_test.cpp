@@ -1,0 +1,131 @@
+#include "tokenizer/vocab.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+namespace {
+
+class VocabFromGguf : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("pagoda-vocab-" + std::to_string(::getpid()) + "-" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".gguf"))
+                .string();
+    w_.set_string("general.architecture", "llama");
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+
+  Result<Vocab> load() {
+    Status st = w_.write(path_);
+    if (!st) return st;
+    auto f = GgufFile::open(path_);
+    if (!f) return f.status();
+    return Vocab::from_gguf(*f);
+  }
+
+  void gemma_like() {
+    w_.set_string("tokenizer.ggml.model", "llama");
+    w_.set_string("tokenizer.ggml.pre", "default");
+    w_.set_string_array("tokenizer.ggml.tokens",
+                        {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
+                         "\n\n", "a", "\xE2\x96\x81" "b"});
+    w_.set_f32_array("tokenizer.ggml.scores", {0, 0, 0, 0, 0, 0, 0, -1, -2});
+    w_.set_i32_array("tokenizer.ggml.token_type", {3, 3, 3, 2, 3, 3, 4, 1, 1});
+    w_.set_u32("tokenizer.ggml.bos_token_id", 2);
+    w_.set_u32("tokenizer.ggml.eos_token_id", 1);
+    w_.set_u32("tokenizer.ggml.unknown_token_id", 3);
+    w_.set_u32("tokenizer.ggml.padding_token_id", 0);
+    w_.set_bool("tokenizer.ggml.add_bos_token", true);
+    w_.set_bool("tokenizer.ggml.add_eos_token", false);
+    w_.set_bool("tokenizer.ggml.add_space_prefix", false);
+  }
+
+  std::string path_;
+  GgufWriter w_;
+};
+
+TEST_F(VocabFromGguf, ReadsEveryKey) {
+  gemma_like();
+  auto v = load();
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  EXPECT_EQ(v->kind, TokenizerKind::kSentencePiece);
+  EXPECT_EQ(v->pre, "default");
+  ASSERT_EQ(v->pieces.size(), 9u);
+  EXPECT_EQ(v->pieces[6], "\n\n");
+  EXPECT_FLOAT_EQ(v->scores[8], -2.0f);
+  EXPECT_EQ(v->types[6], TokenType::kUserDefined);
+  EXPECT_EQ(v->bos, 2);
+  EXPECT_EQ(v->eos, 1);
+  EXPECT_EQ(v->unk, 3);
+  EXPECT_EQ(v->pad, 0);
+  EXPECT_TRUE(v->add_bos);
+  EXPECT_FALSE(v->add_eos);
+  EXPECT_FALSE(v->add_space_prefix);
+  // eot is found by name; eog holds eos and eot.
+  EXPECT_EQ(v->eot, 5);
+  EXPECT_EQ(v->eog, (std::vector<int32_t>{1, 5}));
+
+  auto tok = Tokenizer::create(std::move(v).value());
+  ASSERT_TRUE(tok.is_ok());
+  // "b" alone has no piece and there are no byte tokens, so it is <unk>; " b" has one.
+  EXPECT_EQ((*tok)->encode("<start_of_turn>a\n\nb b", true, true),
+            (std::vector<int32_t>{2, 4, 7, 6, 3, 8}));
+}
+
+TEST_F(VocabFromGguf, ByteLevelBpeKeys) {
+  w_.set_string("tokenizer.ggml.model", "gpt2");
+  w_.set_string("tokenizer.ggml.pre", "qwen2");
+  w_.set_string_array("tokenizer.ggml.tokens", {"a", "b", "ab", "<|im_end|>", "<|endoftext|>"});
+  w_.set_i32_array("tokenizer.ggml.token_type", {1, 1, 1, 3, 3});
+  w_.set_string_array("tokenizer.ggml.merges", {"a b"});
+  w_.set_u32("tokenizer.ggml.eos_token_id", 4);
+  auto v = load();
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  EXPECT_EQ(v->kind, TokenizerKind::kByteLevelBpe);
+  EXPECT_EQ(v->merges, (std::vector<std::string>{"a b"}));
+  EXPECT_TRUE(v->scores.empty());
+  EXPECT_EQ(v->bos, -1);
+  EXPECT_FALSE(v->add_bos);
+  EXPECT_FALSE(v->add_space_prefix);
+  EXPECT_EQ(v->eot, 3);
+  EXPECT_EQ(v->eog, (std::vector<int32_t>{3, 4}));
+}
+
+TEST_F(VocabFromGguf, ErrorsNameTheKey) {
+  w_.set_string("tokenizer.ggml.model", "bert");
+  w_.set_string_array("tokenizer.ggml.tokens", {"a"});
+  auto v = load();
+  ASSERT_FALSE(v.is_ok());
+  EXPECT_NE(v.status().message().find("bert"), std::string::npos);
+
+  gemma_like();
+  w_.set_f32_array("tokenizer.ggml.scores", {0, 0});
+  v = load();
+  ASSERT_FALSE(v.is_ok());
+  EXPECT_NE(v.status().message().find("tokenizer.ggml.scores"), std::string::npos);
+
+  gemma_like();
+  w_.set_u32("tokenizer.ggml.eos_token_id", 99);
+  v = load();
+  ASSERT_FALSE(v.is_ok());
+  EXPECT_NE(v.status().message().find("eos_token_id"), std::string::npos);
+}
+
+TEST_F(VocabFromGguf, MissingTokensIsAnError) {
+  w_.set_string("tokenizer.ggml.model", "llama");
+  auto v = load();
+  ASSERT_FALSE(v.is_ok());
+  EXPECT_NE(v.status().message().find("tokenizer.ggml.tokens"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda
