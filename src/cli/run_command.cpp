@@ -34,6 +34,7 @@ struct RunArgs {
   SamplingParams sp;
   int64_t seed = -1;
 } g_args;
+CLI::Option* g_prompt_ids_opt = nullptr;
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -50,6 +51,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
       return error("--prompt-ids: '{}' is not a token id", item);
     }
   }
+  if (ids.empty()) return error("--prompt-ids: no token ids given");
   return ids;
 }
 
@@ -72,7 +74,8 @@ int run_run() {
   else log_warn("no usable tokenizer ({}); output is printed as token ids", tok.status().message());
 
   std::vector<int32_t> prompt;
-  if (!g_args.prompt_ids.empty()) {
+  const bool use_ids = g_prompt_ids_opt->count() > 0;
+  if (use_ids) {
     auto ids = parse_ids(g_args.prompt_ids);
     if (!ids) return fail(ids.status());
     prompt = std::move(ids.value());
@@ -102,7 +105,7 @@ int run_run() {
   opts.sampling.seed = g_args.seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(g_args.seed);
 
   // Echo the prompt as llama.cpp does, then stream the continuation.
-  if (tokenizer && g_args.prompt_ids.empty()) {
+  if (tokenizer && !use_ids) {
     fmt::print("{}", g_args.prompt_file.empty() ? g_args.prompt : std::string());
   }
   std::fflush(stdout);
@@ -148,7 +151,7 @@ Subcommand add_run_command(CLI::App& app) {
   sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
   sub->add_option("-p,--prompt", g_args.prompt, "Prompt text");
   sub->add_option("-f,--file", g_args.prompt_file, "Read the prompt from a file");
-  sub->add_option("--prompt-ids", g_args.prompt_ids, "Prompt as comma-separated token ids (no tokenizer, no BOS added)");
+  g_prompt_ids_opt = sub->add_option("--prompt-ids", g_args.prompt_ids, "Prompt as comma-separated token ids (no tokenizer, no BOS added)");
   sub->add_option("-n,--n-predict", g_args.n_predict, "Tokens to generate (-1: until end of text)");
   sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
   sub->add_option("-c,--ctx-size", g_args.ctx, "Context size in tokens (0: the model's trained context)");

@@ -20,9 +20,10 @@ Usage:
     model = ReferenceModel("model.gguf")
     logits = model.forward([1, 2, 3])      # float64 [n_tokens, n_vocab], one row per position
 
-ReferenceModel(path, f16_attention=True) rounds q, k and v to FP16 right before attention,
-as an FP16 KV cache does (llama.cpp's default, and Pagoda's: K/V are stored in FP16 and q is
-rounded to FP16 for q.k). Everything else stays float64.
+ReferenceModel(path, f16_attention=True) models llama.cpp's CPU numerics that Pagoda follows
+on purpose: q, k and v rounded to FP16 right before attention (an FP16 KV cache, q rounded
+for q.k), softmax probabilities rounded to FP16 before the V product, and GELU evaluated on
+FP16 inputs with an FP16 result (ggml's GELU table). Everything else stays float64.
 """
 from __future__ import annotations
 
@@ -117,7 +118,7 @@ def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float, 
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: np.ndarray, scale: float,
-              window: int = 0) -> np.ndarray:
+              window: int = 0, f16_probs: bool = False) -> np.ndarray:
     """q: [T, n_head, hd], k/v: [T, n_kv, hd]. Causal; with window > 0 a query at p sees only
     keys at j with p - j < window. Query head h reads kv head h // (n_head / n_kv) (GQA)."""
     T, n_head, hd = q.shape
@@ -132,6 +133,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: np.ndarray, scal
         s = np.where(visible, s, -np.inf)
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         p /= p.sum(axis=-1, keepdims=True)
+        if f16_probs:  # llama.cpp (and Pagoda) multiply FP16 values by FP16 probabilities
+            p = p.astype(np.float32).astype(np.float16).astype(np.float64)
         out[:, h, :] = p @ v[:, h // group, :]
     return out
 
@@ -142,6 +145,14 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_ggml(x: np.ndarray) -> np.ndarray:
+    """GELU as ggml's CPU backend evaluates it (and Pagoda follows): the input rounded to
+    FP16, the tanh GELU of that rounded to FP16; exactly x above 10 and 0 below -10."""
+    h = x.astype(np.float32).astype(np.float16).astype(np.float64)
+    g = gelu_tanh(h).astype(np.float32).astype(np.float16).astype(np.float64)
+    return np.where(x >= 10.0, x, np.where(x <= -10.0, 0.0, g))
 
 
 # ---- the model --------------------------------------------------------------------------
@@ -180,13 +191,15 @@ class ReferenceModel:
         k = rope(k, pos, hp.n_rot, base, scale, neox)
         if self.f16_attention:
             q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
-        o = attention(q, k, v, pos, 1.0 / math.sqrt(hp.head_dim), hp.sliding_window if swa else 0)
+        o = attention(q, k, v, pos, 1.0 / math.sqrt(hp.head_dim), hp.sliding_window if swa else 0,
+                      f16_probs=self.f16_attention)
         return self.linear(o.reshape(T, hp.n_head * hp.head_dim), p + "attn_output")
 
     def ffn_block(self, x: np.ndarray, il: int) -> np.ndarray:
         p = f"blk.{il}."
         gate, up = self.linear(x, p + "ffn_gate"), self.linear(x, p + "ffn_up")
-        act = gelu_tanh(gate) if self.hp.arch == "gemma3" else silu(gate)
+        gelu = gelu_ggml if self.f16_attention else gelu_tanh
+        act = gelu(gate) if self.hp.arch == "gemma3" else silu(gate)
         return self.linear(act * up, p + "ffn_down")
 
     def layer(self, x: np.ndarray, il: int, pos: np.ndarray) -> np.ndarray:

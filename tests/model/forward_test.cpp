@@ -1,0 +1,107 @@
+#include "model/model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/random_model.h"
+
+namespace pagoda {
+namespace {
+
+std::string tiny_model(const std::string& arch, DType type) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("pagoda_forward_" + arch + "_" + std::string(dtype_name(type)) + ".gguf");
+  RandomModelSpec s;
+  s.arch = arch;
+  s.type = type;
+  s.layers = arch == "gemma3" ? 6 : 2;  // gemma3: five sliding-window layers and a global one
+  s.sliding_window = 4;
+  EXPECT_TRUE(write_random_model(s, path.string()).is_ok());
+  return path.string();
+}
+
+class ForwardTest : public ::testing::TestWithParam<std::string> {};
+
+// Prefill of the whole prompt in one pass and token-by-token decoding must produce the
+// same logits: the KV cache holds exactly what recomputation would.
+TEST_P(ForwardTest, IncrementalDecodeMatchesBatchedPrefill) {
+  const std::string path = tiny_model(GetParam(), DType::F32);
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  ThreadPool pool(2);
+  auto model = Model::load(*file, pool);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const int32_t V = (*model)->config().n_vocab;
+  const std::vector<int32_t> prompt = {1, 300, 301, 45, 77, 99, 12, 400, 260, 261};
+  const int64_t n = static_cast<int64_t>(prompt.size());
+
+  KvCache kv_all = (*model)->make_cache(64);
+  std::vector<float> all(n * V);
+  ASSERT_TRUE((*model)->forward(prompt, 0, kv_all, all.data(), true).is_ok());
+
+  KvCache kv_inc = (*model)->make_cache(64);
+  std::vector<float> one(V);
+  for (int64_t t = 0; t < n; ++t) {
+    ASSERT_TRUE((*model)->forward(std::span<const int32_t>(&prompt[t], 1), static_cast<int32_t>(t), kv_inc,
+                                  one.data())
+                    .is_ok());
+    for (int32_t v = 0; v < V; ++v) ASSERT_NEAR(one[v], all[t * V + v], 1e-3) << "position " << t;
+  }
+}
+
+TEST_P(ForwardTest, RejectsTokensOutsideVocabularyAndContextOverflow) {
+  const std::string path = tiny_model(GetParam(), DType::F32);
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok());
+  ThreadPool pool(1);
+  auto model = Model::load(*file, pool);
+  ASSERT_TRUE(model.is_ok());
+  KvCache kv = (*model)->make_cache(8);
+  std::vector<float> logits((*model)->config().n_vocab);
+  const std::vector<int32_t> bad = {1, 100000};
+  Status st = (*model)->forward(bad, 0, kv, logits.data());
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("outside the vocabulary"), std::string::npos) << st.message();
+  const std::vector<int32_t> many(9, 5);
+  st = (*model)->forward(many, 0, kv, logits.data());
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("do not fit"), std::string::npos) << st.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3"));
+
+TEST(ModelLoad, MissingTensorIsAClearError) {
+  // A gemma3 file read as if it were llama is fine, but a file missing a required tensor
+  // must name it: write a model, then corrupt a tensor name in place.
+  const std::string path = tiny_model("llama", DType::F32);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string needle = "blk.1.ffn_up.weight";
+  const size_t at = bytes.find(needle);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 6] = 'X';  // "blk.1.Xfn_up.weight"
+  const std::string broken = path + ".broken.gguf";
+  {
+    std::ofstream out(broken, std::ios::binary);
+    out << bytes;
+  }
+  auto file = GgufFile::open(broken);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  ThreadPool pool(1);
+  auto model = Model::load(*file, pool);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_NE(model.status().message().find("missing tensor blk.1.ffn_up.weight"), std::string::npos)
+      << model.status().message();
+}
+
+}  // namespace
+}  // namespace pagoda
