@@ -15,6 +15,17 @@ function(pagoda_module name)
     target_link_libraries(pagoda_${name} INTERFACE ${deps} ${PM_LIBS})
     return()
   endif()
+  # SIMD bodies are compiled once per target and chosen at run time (base/cpu_features.h):
+  # a file named *_avx2.cpp gets AVX2+FMA+F16C, *_avx512.cpp the AVX-512 set of Zen 4 /
+  # Ice Lake (F, BW, VL, DQ, VNNI, BF16). Nothing else is built for a specific CPU.
+  foreach(src ${srcs})
+    if(src MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mbmi2")
+    elseif(src MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")
+    endif()
+  endforeach()
   add_library(pagoda_${name} STATIC ${srcs})
   target_include_directories(pagoda_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(pagoda_${name} PUBLIC ${deps} ${PM_LIBS})

@@ -30,6 +30,7 @@ CpuFeatures detect() {
     f.avx2 = avx_os && ((b >> 5) & 1);
     f.avx512f = avx512_os && ((b >> 16) & 1);
     f.avx512bw = avx512_os && ((b >> 30) & 1);
+    f.avx512dq = avx512_os && ((b >> 17) & 1);
     f.avx512vl = avx512_os && ((b >> 31) & 1);
     f.avx512vnni = avx512_os && ((c >> 11) & 1);
     __cpuid_count(7, 1, a, b, c, d);
@@ -42,7 +43,7 @@ CpuFeatures detect() {
   if (cap != nullptr) {
     if (std::strcmp(cap, "scalar") == 0) f = CpuFeatures{};
     if (std::strcmp(cap, "avx2") == 0) {
-      f.avx512f = f.avx512bw = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
+      f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = f.avx512bf16 = false;
     }
   }
   return f;
@@ -69,6 +70,7 @@ std::string cpu_features_string() {
   add(f.f16c, "f16c");
   add(f.avx512f, "avx512f");
   add(f.avx512bw, "avx512bw");
+  add(f.avx512dq, "avx512dq");
   add(f.avx512vl, "avx512vl");
   add(f.avx512vnni, "avx512vnni");
   add(f.avx512bf16, "avx512bf16");

@@ -1,0 +1,83 @@
+#include "kernels/dot_kernels.h"
+
+#include <array>
+#include <mutex>
+
+#include "kernels/simd_registry.h"
+#include "quant/formats.h"
+
+namespace pagoda {
+namespace {
+
+// Scalar tile: the reference dot per output; weight rows outer so each row is read once
+// per tile while it is still in cache.
+template <DType T>
+void scalar_tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* x, size_t x_stride,
+                 int64_t tokens, float* y, size_t y_stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < tokens; ++t) y[t * y_stride + r] = vec_dot(T, n, w + r * w_stride, x + t * x_stride);
+}
+
+using TileFn = decltype(DotKernels::tile);
+
+TileFn scalar_tile_for(DType t) {
+  switch (t) {
+#define PAGODA_TILE(T) \
+  case DType::T: return scalar_tile<DType::T>;
+    PAGODA_TILE(F32) PAGODA_TILE(F16) PAGODA_TILE(BF16) PAGODA_TILE(Q4_0) PAGODA_TILE(Q4_1) PAGODA_TILE(Q5_0)
+    PAGODA_TILE(Q5_1) PAGODA_TILE(Q8_0) PAGODA_TILE(Q2_K) PAGODA_TILE(Q3_K) PAGODA_TILE(Q4_K) PAGODA_TILE(Q5_K)
+    PAGODA_TILE(Q6_K) PAGODA_TILE(Q8_K)
+#undef PAGODA_TILE
+    default: return nullptr;
+  }
+}
+
+// One scalar dot per format through the type-erased reference.
+template <DType T>
+float scalar_dot(int64_t n, const void* w, const void* x) {
+  return vec_dot(T, n, w, x);
+}
+
+template <DType T>
+void scalar_quantize_x(const float* src, void* dst, int64_t n) {
+  quantize_activation_row(vec_dot_type(T), src, dst, n);
+}
+
+DotKernels scalar_kernels(DType t) {
+  DotKernels k;
+  switch (t) {
+#define PAGODA_SCALAR(T)                      \
+  case DType::T:                              \
+    k.dot = scalar_dot<DType::T>;             \
+    k.quantize_x = scalar_quantize_x<DType::T>; \
+    break;
+    PAGODA_SCALAR(F32) PAGODA_SCALAR(F16) PAGODA_SCALAR(BF16) PAGODA_SCALAR(Q4_0) PAGODA_SCALAR(Q4_1)
+    PAGODA_SCALAR(Q5_0) PAGODA_SCALAR(Q5_1) PAGODA_SCALAR(Q8_0) PAGODA_SCALAR(Q2_K) PAGODA_SCALAR(Q3_K)
+    PAGODA_SCALAR(Q4_K) PAGODA_SCALAR(Q5_K) PAGODA_SCALAR(Q6_K) PAGODA_SCALAR(Q8_K)
+#undef PAGODA_SCALAR
+    default: break;
+  }
+  k.tile = scalar_tile_for(t);
+  return k;
+}
+
+}  // namespace
+
+DotKernels dot_kernels(DType t, SimdTarget target) {
+  DotKernels k = scalar_kernels(t);
+  if (target >= SimdTarget::kAvx2) simd::register_avx2(t, k);
+  if (target >= SimdTarget::kAvx512) simd::register_avx512(t, k);
+  return k;
+}
+
+const DotKernels& dot_kernels(DType t) {
+  static std::array<DotKernels, 64> table;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (uint32_t id = 0; id < table.size(); ++id)
+      if (dtype_info(id)) table[id] = dot_kernels(static_cast<DType>(id), best_simd_target());
+  });
+  return table[static_cast<uint32_t>(t) & 63];
+}
+
+}  // namespace pagoda

