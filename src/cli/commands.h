@@ -18,5 +18,6 @@ struct Subcommand {
 };
 Subcommand add_run_command(CLI::App& app);
 Subcommand add_inspect_command(CLI::App& app);
+Subcommand add_bench_command(CLI::App& app);
 
 }  // namespace pagoda

@@ -1,0 +1,137 @@
+// `pagoda bench -m MODEL [-p 512] [-n 128] [-r 5]`: prompt-processing and generation speed
+// measured the way llama-bench measures them, so the two tables line up: pp = one forward
+// pass over p random tokens from an empty cache; tg = n single-token forward passes from
+// an empty cache (no sampling). One warm-up run, then r timed repetitions; mean, median
+// and standard deviation in tokens per second.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "base/timer.h"
+#include "cli/commands.h"
+#include "gguf/gguf_file.h"
+#include "kernels/simd_target.h"
+#include "model/model.h"
+
+namespace pagoda {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int32_t n_prompt = 512;
+  int32_t n_gen = 128;
+  int32_t reps = 5;
+  int32_t threads = 0;
+  bool json = false;
+} g_args;
+
+struct Summary {
+  double mean = 0, median = 0, stdev = 0;
+};
+
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) return s;
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  std::sort(v.begin(), v.end());
+  s.median = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  double var = 0;
+  for (double x : v) var += (x - s.mean) * (x - s.mean);
+  s.stdev = v.size() > 1 ? std::sqrt(var / (v.size() - 1)) : 0.0;
+  return s;
+}
+
+int run_bench() {
+  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
+  ThreadPool& pool = ThreadPool::global();
+  auto file = GgufFile::open(g_args.model);
+  if (!file) {
+    fmt::print(stderr, "error: {}\n", file.status().message());
+    return 1;
+  }
+  auto model = Model::load(*file, pool);
+  if (!model) {
+    fmt::print(stderr, "error: {}\n", model.status().message());
+    return 1;
+  }
+  Model& m = **model;
+  const int32_t n_vocab = m.config().n_vocab;
+  const int32_t ctx = std::max(g_args.n_prompt, g_args.n_gen) + 1;
+  KvCache kv = m.make_cache(ctx);
+  std::vector<float> logits(n_vocab);
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(0, n_vocab - 1);
+
+  auto time_pp = [&]() -> double {
+    std::vector<int32_t> ids(g_args.n_prompt);
+    for (auto& id : ids) id = tok(rng);
+    Timer t;
+    Status st = m.forward(ids, 0, kv, logits.data());
+    if (!st) throw std::runtime_error(st.message());
+    return g_args.n_prompt / t.seconds();
+  };
+  auto time_tg = [&]() -> double {
+    Timer t;
+    for (int32_t i = 0; i < g_args.n_gen; ++i) {
+      const int32_t id = tok(rng);
+      Status st = m.forward(std::span<const int32_t>(&id, 1), i, kv, logits.data());
+      if (!st) throw std::runtime_error(st.message());
+    }
+    return g_args.n_gen / t.seconds();
+  };
+  nlohmann::json out = nlohmann::json::array();
+  auto report = [&](const char* test, int32_t n, const std::function<double()>& fn) {
+    if (n <= 0) return;
+    fn();  // warm-up: page in the weights, size the scratch buffers
+    std::vector<double> runs;
+    for (int32_t r = 0; r < g_args.reps; ++r) runs.push_back(fn());
+    const Summary s = summarize(runs);
+    const std::string name = fmt::format("{}{}", test, n);
+    if (g_args.json) {
+      out.push_back({{"model", g_args.model}, {"test", name}, {"threads", pool.num_threads()},
+                     {"tokens_per_second_median", s.median}, {"tokens_per_second_mean", s.mean},
+                     {"tokens_per_second_stdev", s.stdev}, {"runs", runs}});
+    } else {
+      fmt::print("| {:<40} | {:>6.0f} MiB | {:>7} | {:>7} | {:>10.2f} ± {:>6.2f} | {:>10.2f} |\n",
+                 m.config().arch_name, m.weight_bytes() / 1048576.0, pool.num_threads(), name, s.mean, s.stdev,
+                 s.median);
+    }
+  };
+  try {
+    if (!g_args.json) {
+      fmt::print("pagoda bench: {} | simd {} | cpu {}\n", g_args.model, simd_target_name(best_simd_target()),
+                 cpu_features_string());
+      fmt::print("| {:<40} | {:>10} | {:>7} | {:>7} | {:>19} | {:>10} |\n", "model", "size", "threads", "test",
+                 "t/s (mean ± sd)", "median");
+    }
+    report("pp", g_args.n_prompt, time_pp);
+    report("tg", g_args.n_gen, time_tg);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  if (g_args.json) fmt::print("{}\n", out.dump(2));
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_bench_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("bench", "Measure prompt processing (pp) and generation (tg) speed, llama-bench style");
+  sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
+  sub->add_option("-p,--n-prompt", g_args.n_prompt, "Prompt tokens for the pp test (0: skip)");
+  sub->add_option("-n,--n-gen", g_args.n_gen, "Generated tokens for the tg test (0: skip)");
+  sub->add_option("-r,--repetitions", g_args.reps, "Timed repetitions per test")->check(CLI::PositiveNumber);
+  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
+  sub->add_flag("--json", g_args.json, "Print JSON (one object per test, with every run)");
+  return {"bench", sub, run_bench};
+}
+
+}  // namespace pagoda
