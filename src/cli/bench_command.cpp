@@ -125,6 +125,8 @@ int run_bench() {
 
 Subcommand add_bench_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("bench", "Measure prompt processing (pp) and generation (tg) speed, llama-bench style");
+  // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
+  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
   sub->add_option("-p,--n-prompt", g_args.n_prompt, "Prompt tokens for the pp test (0: skip)");
   sub->add_option("-n,--n-gen", g_args.n_gen, "Generated tokens for the tg test (0: skip)");

@@ -105,6 +105,8 @@ int run_inspect() {
 
 Subcommand add_inspect_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("inspect", "Print a GGUF model's metadata, tensors, formats and memory needs");
+  // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
+  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub->add_option("model", g_args.model, "GGUF file")->required();
   sub->add_flag("--all-tensors", g_args.all_tensors, "List every tensor, not only the first layer's");
   sub->add_option("-c,--ctx-size", g_args.ctx, "Context length for the KV memory estimate");

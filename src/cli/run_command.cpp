@@ -148,6 +148,8 @@ int run_run() {
 
 Subcommand add_run_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt");
+  // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
+  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
   sub->add_option("-p,--prompt", g_args.prompt, "Prompt text");
   sub->add_option("-f,--file", g_args.prompt_file, "Read the prompt from a file");
