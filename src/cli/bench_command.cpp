@@ -16,9 +16,8 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "cli/commands.h"
-#include "gguf/gguf_file.h"
 #include "kernels/simd_target.h"
-#include "model/model.h"
+#include "cli/model_loader.h"
 
 namespace pagoda {
 namespace {
@@ -51,17 +50,12 @@ Summary summarize(std::vector<double> v) {
 int run_bench() {
   if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
   ThreadPool& pool = ThreadPool::global();
-  auto file = GgufFile::open(g_args.model);
-  if (!file) {
-    fmt::print(stderr, "error: {}\n", file.status().message());
+  auto loaded = load_model(g_args.model, pool);
+  if (!loaded) {
+    fmt::print(stderr, "error: {}\n", loaded.status().message());
     return 1;
   }
-  auto model = Model::load(*file, pool);
-  if (!model) {
-    fmt::print(stderr, "error: {}\n", model.status().message());
-    return 1;
-  }
-  Model& m = **model;
+  Model& m = *loaded->model;
   const int32_t n_vocab = m.config().n_vocab;
   const int32_t ctx = std::max(g_args.n_prompt, g_args.n_gen) + 1;
   KvCache kv = m.make_cache(ctx);

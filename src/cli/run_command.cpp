@@ -13,7 +13,7 @@
 #include "base/thread_pool.h"
 #include "cli/commands.h"
 #include "engine/generator.h"
-#include "gguf/gguf_file.h"
+#include "cli/model_loader.h"
 
 namespace pagoda {
 namespace {
@@ -64,11 +64,10 @@ int fail(const Status& st) {
 int run_run() {
   if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
   ThreadPool& pool = ThreadPool::global();
-  auto file = GgufFile::open(g_args.model);
-  if (!file) return fail(file.status());
-  auto model = Model::load(*file, pool);
-  if (!model) return fail(model.status());
-  auto tok = Tokenizer::from_gguf(*file);
+  auto loaded = load_model(g_args.model, pool);
+  if (!loaded) return fail(loaded.status());
+  Model& model = *loaded->model;
+  auto tok = Tokenizer::from_gguf(*loaded->file);
   std::unique_ptr<Tokenizer> tokenizer;
   if (tok) tokenizer = std::move(tok.value());
   else log_warn("no usable tokenizer ({}); output is printed as token ids", tok.status().message());
@@ -91,12 +90,12 @@ int run_run() {
     if (!tokenizer) return fail(error("the model has no tokenizer; pass --prompt-ids"));
     prompt = tokenizer->encode(text, !g_args.no_bos, true);
   }
-  const ModelConfig& c = (*model)->config();
+  const ModelConfig& c = model.config();
   int32_t ctx = g_args.ctx > 0 ? std::min(g_args.ctx, c.n_ctx_train) : c.n_ctx_train;
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     return fail(error("the prompt has {} tokens but the context holds {}; use a shorter prompt or a larger --ctx-size",
                       prompt.size(), ctx));
-  KvCache kv = (*model)->make_cache(ctx);
+  KvCache kv = model.make_cache(ctx);
 
   GenerateOptions opts;
   opts.max_tokens = g_args.n_predict;
@@ -115,7 +114,7 @@ int run_run() {
     std::fflush(stdout);
     return true;
   };
-  auto res = generate(**model, kv, tokenizer.get(), prompt, opts, on_token, !g_args.logits_out.empty());
+  auto res = generate(model, kv, tokenizer.get(), prompt, opts, on_token, !g_args.logits_out.empty());
   if (!res) return fail(res.status());
   fmt::print("\n");
   const GenerateStats& s = res->stats;

@@ -149,22 +149,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
 std::string BpeTokenizer::token_to_bytes(int32_t id, bool render_special) const {
   if (id < 0 || id >= vocab_size()) return {};
   const std::string& piece = vocab_.pieces[id];
-  switch (vocab_.type(id)) {
-    case TokenType::kControl:
-    case TokenType::kUnknown:
-      return render_special ? piece : std::string();
-    case TokenType::kUnused:
-      return {};
-    case TokenType::kUserDefined:
-      return piece;  // added tokens are stored as plain text, not in the byte alphabet
-    case TokenType::kByte: {
-      const int b = parse_byte_piece(piece);
-      return b < 0 ? std::string() : std::string(1, static_cast<char>(b));
-    }
-    case TokenType::kNormal:
-    case TokenType::kUndefined:
-      break;
-  }
+  if (auto special = non_text_token_bytes(vocab_.type(id), piece, render_special)) return *special;
   std::string out;
   out.reserve(piece.size());
   for (size_t i = 0; i < piece.size();) {

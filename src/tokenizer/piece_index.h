@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
@@ -46,6 +48,29 @@ inline int parse_byte_piece(std::string_view p) {
   if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
   const int hi = hex(p[3]), lo = hex(p[4]);
   return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
+}
+
+// The bytes of a token whose type is not plain text (control, unknown, unused, user-
+// defined, byte), shared by both tokenizer families; nullopt for normal tokens, whose
+// spelling each family decodes its own way. User-defined tokens are stored as plain text.
+inline std::optional<std::string> non_text_token_bytes(TokenType type, const std::string& piece, bool render_special) {
+  switch (type) {
+    case TokenType::kControl:
+    case TokenType::kUnknown:
+      return render_special ? piece : std::string();
+    case TokenType::kUnused:
+      return std::string();
+    case TokenType::kUserDefined:
+      return piece;
+    case TokenType::kByte: {
+      const int b = parse_byte_piece(piece);
+      return b < 0 ? std::string() : std::string(1, static_cast<char>(b));
+    }
+    case TokenType::kNormal:
+    case TokenType::kUndefined:
+      break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace pagoda

@@ -139,22 +139,7 @@ void SpmTokenizer::emit_symbol(std::string_view piece, std::vector<int32_t>& out
 std::string SpmTokenizer::token_to_bytes(int32_t id, bool render_special) const {
   if (id < 0 || id >= vocab_size()) return {};
   const std::string& piece = vocab_.pieces[id];
-  switch (vocab_.type(id)) {
-    case TokenType::kControl:
-    case TokenType::kUnknown:
-      return render_special ? piece : std::string();
-    case TokenType::kUnused:
-      return {};
-    case TokenType::kUserDefined:
-      return piece;
-    case TokenType::kByte: {
-      const int b = parse_byte_piece(piece);
-      return b < 0 ? std::string() : std::string(1, static_cast<char>(b));
-    }
-    case TokenType::kNormal:
-    case TokenType::kUndefined:
-      break;
-  }
+  if (auto special = non_text_token_bytes(vocab_.type(id), piece, render_special)) return *special;
   std::string out;
   out.reserve(piece.size());
   for (size_t i = 0; i < piece.size();) {
