@@ -55,8 +55,7 @@ void ThreadPool::worker(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t, int)>& body) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn body) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (num_threads_ == 1 || n <= grain) {

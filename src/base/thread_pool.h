@@ -8,12 +8,26 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace pagoda {
+
+// A non-owning reference to a callable: what parallel_for takes, so issuing a parallel
+// region never allocates (a std::function of a lambda with several captures would).
+// The callable must outlive the call, which a region's body always does.
+class RangeFn {
+ public:
+  template <typename F>
+  RangeFn(const F& f)  // NOLINT: implicit so lambdas pass straight in
+      : obj_(&f), call_([](const void* o, int64_t b, int64_t e, int t) { (*static_cast<const F*>(o))(b, e, t); }) {}
+  void operator()(int64_t b, int64_t e, int t) const { call_(obj_, b, e, t); }
+
+ private:
+  const void* obj_;
+  void (*call_)(const void*, int64_t, int64_t, int);
+};
 
 class ThreadPool {
  public:
@@ -26,8 +40,7 @@ class ThreadPool {
 
   // Runs body(begin, end, thread_index) over [0, n) split into contiguous chunks whose
   // boundaries are multiples of `grain` (except the last). Returns when all are done.
-  void parallel_for(int64_t n, int64_t grain,
-                    const std::function<void(int64_t, int64_t, int)>& body);
+  void parallel_for(int64_t n, int64_t grain, RangeFn body);
 
   // The process-wide pool, created on first use with set_default_threads' value
   // (default: hardware concurrency).
@@ -46,7 +59,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   bool stop_ = false;
   // The current job, valid while pending_ > 0.
-  const std::function<void(int64_t, int64_t, int)>* body_ = nullptr;
+  const RangeFn* body_ = nullptr;
   int64_t n_ = 0;
   int64_t grain_ = 1;
 };
