@@ -1,0 +1,682 @@
+#!/usr/bin/env python3
+"""End-to-end speed, Pagoda vs llama.cpp, side by side in one run, with a decode roofline.
+
+  bench/compare_llamacpp.py                                  # all rows, 5 rounds, 2 threads
+  bench/compare_llamacpp.py --rows gemma,1b-q4_0 --rounds 1  # quick check
+  bench/compare_llamacpp.py --list-rows
+
+Rows (--rows, comma-separated; `all` is every row, `1b` every 1B row):
+  gemma     Gemma 3 270M Q4_K_M (scripts/fetch_model)
+  1b-q4_0, 1b-q4_k, 1b-q8_0, 1b-f16
+            generated random-weight `llama`, dim 2048, 16 layers, 32 heads, 8 KV heads,
+            ff 5632, vocab 32000 (TinyLlama-1.1B's shape)
+  7b-q4_0   generated `llama`, dim 4096, 32 layers, 32 heads, 32 KV heads, ff 11008,
+            vocab 32000 (Llama-2-7B's shape, ~3.6 GiB); slow, about 2/3 of a full run
+  7b-q4_0-gqa  the same with 8 KV heads (not in `all`)
+  LABEL=PATH   any other GGUF file (--rows or --model)
+Generated models are written once by <build>/bin/pagoda-gen-model into
+$PAGODA_CACHE/bench-models/ (default ~/.cache/pagoda/bench-models/); --regen rewrites them.
+Decode speed does not depend on the weight values, so random weights are fine.
+
+Per row, R rounds (--rounds, default 5); each round runs each engine once, in alternating
+order (round 0: llama.cpp first, round 1: Pagoda first, ...), so slow drift of the machine
+hits both alike:
+  llama.cpp  llama-bench -m M -p P -n N -t T -r 1 -o json     (scripts/build_llamacpp)
+  Pagoda     <build>/bin/pagoda bench -m M -p P -n N -r 1 -t T --json
+Both do one untimed warm-up per test, then one timed repetition; pp = one forward pass of
+P tokens from an empty cache, tg = N single-token steps from an empty cache. The table
+quotes the median over the rounds per engine and test.
+
+Roofline (decode): read bandwidth B is measured once per run by bench/bandwidth.cc
+(compiled by this script into the cache; T threads sum a 1 GiB buffer with AVX2 loads,
+median of 5 passes). Bytes of weights read per generated token W = every tensor of the
+file except token_embd.weight, which is only gathered one row per token, unless there is
+no output.weight (tied embeddings: then token_embd is the output matrix and read in
+full every token). Ceiling = B / W tokens/s; each engine's tg is quoted as % of it. The
+KV cache read per token (about (N+1)/2 positions on average) is left out of W; it is
+under 1% of W for every row here and is recorded in the JSON (kv_bytes_per_token_avg).
+
+Columns:
+  llama.cpp, pagoda   median tokens/s over the rounds
+  ratio               pagoda / llama.cpp (> 1: Pagoda is faster)
+  ceiling             B / W (tg only)
+  % ceil              engine's tg / ceiling
+  spread              (max - min) / median over the rounds, llama.cpp / pagoda
+  other cpu           most CPU (in cores) used by other processes during any of this
+                      row's runs (from /proc/stat minus our child's rusage, plus steal);
+                      above ~0.1 the numbers are noisy
+
+The JSON (--json-out; default $PAGODA_CACHE/bench-results/compare-<time>.json) holds
+every individual run (command, wall time, parsed output, other-CPU load), the per-row
+medians, the bandwidth samples, lscpu, the thread count, Pagoda's git commit and build
+type, and llama.cpp's version. It is rewritten after every run, so an interrupted run
+keeps what it measured.
+
+Exit status: 0 when every run of every row worked (whichever engine is faster: this is
+a report); 1 when some run failed (the others are still reported); 2 on a setup error
+(binary missing, model cannot be made, bandwidth program does not build).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import resource
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("PAGODA_CACHE", Path.home() / ".cache" / "pagoda"))
+MODEL_CACHE = CACHE / "bench-models"
+BIN_CACHE = CACHE / "bench-bin"
+RESULTS = CACHE / "bench-results"
+BANDWIDTH_SRC = REPO / "bench" / "bandwidth.cc"
+BANDWIDTH_FLAGS = ["-O3", "-march=native", "-std=c++17", "-pthread"]
+
+SHAPE_1B = dict(dim=2048, layers=16, heads=32, kv_heads=8, ff=5632, vocab=32000)
+SHAPE_7B = dict(dim=4096, layers=32, heads=32, kv_heads=32, ff=11008, vocab=32000)
+SHAPE_7B_GQA = dict(SHAPE_7B, kv_heads=8)
+
+
+@dataclass
+class RowSpec:
+    name: str
+    kind: str                      # "fetch" (Gemma), "gen" (pagoda-gen-model), "file"
+    qtype: str = ""
+    shape: dict = field(default_factory=dict)
+    path: Path | None = None
+    note: str = ""
+
+
+ROWS: dict[str, RowSpec] = {
+    "gemma": RowSpec("gemma", "fetch", note="Gemma 3 270M Q4_K_M (scripts/fetch_model)"),
+    "1b-q4_0": RowSpec("1b-q4_0", "gen", "Q4_0", SHAPE_1B),
+    "1b-q4_k": RowSpec("1b-q4_k", "gen", "Q4_K", SHAPE_1B),
+    "1b-q8_0": RowSpec("1b-q8_0", "gen", "Q8_0", SHAPE_1B),
+    "1b-f16": RowSpec("1b-f16", "gen", "F16", SHAPE_1B),
+    "7b-q4_0": RowSpec("7b-q4_0", "gen", "Q4_0", SHAPE_7B),
+    "7b-q4_0-gqa": RowSpec("7b-q4_0-gqa", "gen", "Q4_0", SHAPE_7B_GQA),
+}
+ALL_ROWS = ["gemma", "1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16", "7b-q4_0"]
+ROW_GROUPS = {"all": ALL_ROWS, "1b": ["1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16"]}
+
+
+class SetupError(Exception):
+    """Something the whole run needs is missing; exit 2."""
+
+
+def log(msg: str) -> None:
+    print(f"[compare] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------- processes
+class RunFailed(Exception):
+    def __init__(self, msg: str, record: dict):
+        super().__init__(msg)
+        self.record = record
+
+
+def _proc_stat() -> tuple[float, float] | None:
+    """(busy, steal) seconds of all CPUs since boot, or None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()
+    except OSError:
+        return None
+    if not parts or parts[0] != "cpu":
+        return None
+    v = [int(x) for x in parts[1:]] + [0] * 10
+    user, nice, system, _idle, _iowait, irq, softirq, steal, guest, guest_nice = v[:10]
+    hz = os.sysconf("SC_CLK_TCK")
+    # guest time is already counted in user on Linux.
+    return (user + nice + system + irq + softirq) / hz, steal / hz
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_cmd(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
+    """Runs cmd in its own process group; returns a record with stdout, stderr, rc, wall
+    time and the CPU that *other* processes used meanwhile. Kills the group on timeout or
+    Ctrl-C."""
+    st0, ch0, t0 = _proc_stat(), _children_cpu(), time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    wall = time.monotonic() - t0
+    st1, ch1 = _proc_stat(), _children_cpu()
+    rec: dict[str, Any] = {"cmd": " ".join(shlex.quote(c) for c in cmd), "rc": proc.returncode,
+                           "wall_s": round(wall, 3), "timed_out": timed_out}
+    if st0 and st1 and wall > 0:
+        busy = (st1[0] - st0[0]) - (ch1 - ch0)
+        rec["other_cpu_cores"] = round(max(0.0, busy) / wall, 3)
+        rec["steal_cores"] = round((st1[1] - st0[1]) / wall, 3)
+    rec["_stdout"], rec["_stderr"] = out, err
+    return rec
+
+
+def tail(text: str, n: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-n:])
+
+
+def last_line(cmd: list[str], what: str, timeout: float = 7200) -> str:
+    log(f"{what}: {' '.join(cmd)}")
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, timeout=timeout)
+    lines = [l for l in p.stdout.strip().splitlines() if l.strip()]
+    if p.returncode != 0 or not lines:
+        raise SetupError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}")
+    return lines[-1].strip()
+
+
+# ------------------------------------------------------------------------------- models
+def gen_model_path(spec: RowSpec) -> Path:
+    s = spec.shape
+    return MODEL_CACHE / (f"llama-d{s['dim']}-l{s['layers']}-h{s['heads']}-kv{s['kv_heads']}"
+                          f"-ff{s['ff']}-v{s['vocab']}-{spec.qtype.lower()}.gguf")
+
+
+def is_gguf(p: Path) -> bool:
+    try:
+        with open(p, "rb") as f:
+            return f.read(4) == b"GGUF" and p.stat().st_size > 1 << 20
+    except OSError:
+        return False
+
+
+def make_model(spec: RowSpec, build: Path, regen: bool, gen_threads: int) -> Path:
+    if spec.kind == "file":
+        assert spec.path is not None
+        if not is_gguf(spec.path):
+            raise SetupError(f"{spec.name}: {spec.path} is not a GGUF file")
+        return spec.path
+    if spec.kind == "fetch":
+        p = Path(last_line([str(REPO / "scripts" / "fetch_model")], "fetch_model"))
+        if not is_gguf(p):
+            raise SetupError(f"fetch_model printed {p}, which is not a GGUF file")
+        return p
+    dest = gen_model_path(spec)
+    if is_gguf(dest) and not regen:
+        return dest
+    gen = build / "bin" / "pagoda-gen-model"
+    if not gen.exists():
+        raise SetupError(f"{gen} missing: ninja -C {build} pagoda-gen-model")
+    MODEL_CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    s = spec.shape
+    cmd = [str(gen), "--arch", "llama", "--type", spec.qtype, "--dim", str(s["dim"]),
+           "--layers", str(s["layers"]), "--heads", str(s["heads"]), "--kv-heads", str(s["kv_heads"]),
+           "--ff", str(s["ff"]), "--vocab", str(s["vocab"]), "-t", str(gen_threads), "-o", str(tmp)]
+    log(f"{spec.name}: generating {dest.name} (once): {' '.join(cmd)}")
+    t0 = time.monotonic()
+    rec = run_cmd(cmd, timeout=3 * 3600)
+    if rec["rc"] != 0 or not is_gguf(tmp):
+        tmp.unlink(missing_ok=True)
+        raise SetupError(f"{spec.name}: pagoda-gen-model failed (exit {rec['rc']}):\n{tail(rec['_stderr'])}")
+    os.replace(tmp, dest)
+    log(f"{spec.name}: wrote {dest} ({dest.stat().st_size / 2**30:.2f} GiB) in {time.monotonic() - t0:.0f}s")
+    return dest
+
+
+def weight_bytes(path: Path, n_gen: int) -> dict:
+    """Bytes of weights read per generated token, from the tensor table (gguf package).
+    Cached beside the generated models, keyed by path, size and mtime: GGUFReader parses
+    every metadata array and takes ~10 s on Gemma's 262k-entry vocabulary."""
+    st = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{n_gen}".encode()).hexdigest()[:16]
+    cache = MODEL_CACHE / ".sizes" / f"{key}.json"
+    try:
+        return json.loads(cache.read_text())
+    except (OSError, ValueError):
+        pass
+    import gguf  # PyPI `gguf`; imported here so --help works without it
+
+    r = gguf.GGUFReader(str(path))
+    by_type: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for t in r.tensors:
+        sizes[t.name] = int(t.n_bytes)
+        by_type[t.tensor_type.name] = by_type.get(t.tensor_type.name, 0) + int(t.n_bytes)
+    total = sum(sizes.values())
+    tied = "output.weight" not in sizes
+    embd = sizes.get("token_embd.weight", 0)
+    per_token = total if tied else total - embd
+
+    def meta(key: str, default=None):
+        f = r.fields.get(key)
+        if f is None:
+            return default
+        try:
+            return f.contents()
+        except Exception:  # noqa: BLE001  (older gguf without contents())
+            return default
+
+    arch = meta("general.architecture", "?")
+    n_layer = meta(f"{arch}.block_count", 0) or 0
+    n_head = meta(f"{arch}.attention.head_count", 0) or 0
+    n_kv = meta(f"{arch}.attention.head_count_kv", n_head) or n_head
+    n_embd = meta(f"{arch}.embedding_length", 0) or 0
+    k_len = meta(f"{arch}.attention.key_length", (n_embd // n_head) if n_head else 0) or 0
+    v_len = meta(f"{arch}.attention.value_length", k_len) or k_len
+    if isinstance(n_kv, list):  # per-layer KV head counts
+        kv_row = sum(n * (k_len + v_len) for n in n_kv)
+    else:
+        kv_row = n_layer * n_kv * (k_len + v_len)
+    # F16 cache; a tg run of n tokens reads on average (n + 1) / 2 positions per token.
+    kv_avg = int(kv_row * 2 * (n_gen + 1) / 2)
+    out = {"tensor_bytes": total, "token_embd_bytes": embd, "tied_embeddings": tied,
+           "weight_bytes_per_token": per_token, "bytes_by_type": by_type, "arch": arch,
+           "n_layer": n_layer, "n_head_kv": n_kv, "kv_bytes_per_token_avg": kv_avg,
+           "file_bytes": st.st_size}
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(out))
+    except OSError:
+        pass
+    return out
+
+
+# ---------------------------------------------------------------------------- bandwidth
+def build_bandwidth() -> Path:
+    cxx = os.environ.get("CXX", "g++")
+    src = BANDWIDTH_SRC.read_bytes()
+    h = hashlib.sha256(src + " ".join([cxx] + BANDWIDTH_FLAGS).encode()).hexdigest()[:12]
+    exe = BIN_CACHE / f"bandwidth-{h}"
+    if exe.exists():
+        return exe
+    BIN_CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = exe.with_name(exe.name + ".tmp")
+    cmd = [cxx, *BANDWIDTH_FLAGS, str(BANDWIDTH_SRC), "-o", str(tmp)]
+    log(f"building {exe}: {' '.join(cmd)}")
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        raise SetupError(f"bandwidth.cc does not build:\n{tail(p.stdout)}")
+    os.replace(tmp, exe)
+    return exe
+
+
+def measure_bandwidth(threads: int, mib: int, reps: int) -> dict:
+    exe = build_bandwidth()
+    rec = run_cmd([str(exe), "--threads", str(threads), "--mib", str(mib), "--reps", str(reps), "--json"],
+                  timeout=600)
+    if rec["rc"] != 0:
+        raise SetupError(f"bandwidth failed (exit {rec['rc']}): {tail(rec['_stderr'])}")
+    res = json.loads(rec["_stdout"])
+    res["other_cpu_cores"] = rec.get("other_cpu_cores")
+    res["cmd"] = rec["cmd"]
+    return res
+
+
+# ------------------------------------------------------------------------------ engines
+def parse_json_array(text: str) -> list:
+    """The JSON array on stdout, tolerating log lines before it."""
+    text = text.strip()
+    try:
+        v = json.loads(text)
+    except ValueError:
+        i = text.find("\n[")
+        if not text.startswith("[") and i < 0:
+            raise
+        v = json.loads(text[i + 1:] if not text.startswith("[") else text)
+    if not isinstance(v, list):
+        raise ValueError("expected a JSON array")
+    return v
+
+
+def run_llamacpp(bindir: Path, model: Path, a, timeout: float) -> tuple[dict, dict]:
+    cmd = [str(bindir / "llama-bench"), "-m", str(model), "-p", str(a.n_prompt), "-n", str(a.n_gen),
+           "-t", str(a.threads), "-r", "1", "-o", "json"]
+    rec = run_cmd(cmd, timeout)
+    if rec["rc"] != 0:
+        raise RunFailed(f"llama-bench exit {rec['rc']}{' (timeout)' if rec['timed_out'] else ''}: "
+                        f"{tail(rec['_stderr'], 5)}", rec)
+    tps: dict[str, float] = {}
+    try:
+        for e in parse_json_array(rec["_stdout"]):
+            n_p, n_g = int(e.get("n_prompt", 0)), int(e.get("n_gen", 0))
+            name = f"pp{n_p}" if n_g == 0 else (f"tg{n_g}" if n_p == 0 else f"pp{n_p}+tg{n_g}")
+            samples = e.get("samples_ts") or [e["avg_ts"]]
+            tps[name] = float(statistics.median(samples))
+        rec["parsed"] = parse_json_array(rec["_stdout"])
+    except (ValueError, KeyError, TypeError) as ex:
+        raise RunFailed(f"llama-bench output not understood: {ex}", rec) from None
+    return tps, rec
+
+
+def run_pagoda(build: Path, model: Path, a, timeout: float) -> tuple[dict, dict]:
+    cmd = [str(build / "bin" / "pagoda"), "bench", "-m", str(model), "-p", str(a.n_prompt),
+           "-n", str(a.n_gen), "-r", "1", "-t", str(a.threads), "--json"]
+    rec = run_cmd(cmd, timeout)
+    if rec["rc"] != 0:
+        raise RunFailed(f"pagoda bench exit {rec['rc']}{' (timeout)' if rec['timed_out'] else ''}: "
+                        f"{tail(rec['_stderr'], 5)}", rec)
+    tps: dict[str, float] = {}
+    try:
+        parsed = parse_json_array(rec["_stdout"])
+        for e in parsed:
+            runs = e.get("runs") or [e["tokens_per_second_median"]]
+            tps[e["test"]] = float(statistics.median(runs))
+        rec["parsed"] = parsed
+    except (ValueError, KeyError, TypeError) as ex:
+        raise RunFailed(f"pagoda bench output not understood: {ex}", rec) from None
+    return tps, rec
+
+
+# ------------------------------------------------------------------------------ context
+def sh(cmd: list[str], cwd: Path | None = None) -> str:
+    try:
+        return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def machine_info(build: Path, llama_bin: Path) -> dict:
+    lscpu = sh(["lscpu"])
+    cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")),
+               platform.processor())
+    cmake_cache = build / "CMakeCache.txt"
+    build_type = ""
+    if cmake_cache.exists():
+        for l in cmake_cache.read_text(errors="replace").splitlines():
+            if l.startswith("CMAKE_BUILD_TYPE:"):
+                build_type = l.split("=", 1)[1]
+    pagoda_bin = build / "bin" / "pagoda"
+    version_file = llama_bin.parent / "VERSION"
+    return {
+        "cpu_model": cpu,
+        "lscpu": lscpu,
+        "nproc": os.cpu_count(),
+        "uname": " ".join(platform.uname()),
+        "mem_total_kib": next((int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines()
+                               if l.startswith("MemTotal")), None) if Path("/proc/meminfo").exists() else None,
+        "pagoda_commit": sh(["git", "rev-parse", "HEAD"], REPO),
+        "pagoda_describe": sh(["git", "describe", "--always", "--dirty"], REPO),
+        "pagoda_dirty_files": [l[3:] for l in sh(["git", "status", "--porcelain", "--untracked-files=no"],
+                                                 REPO).splitlines()],
+        "pagoda_build_dir": str(build),
+        "pagoda_build_type": build_type,
+        "pagoda_binary_mtime": dt.datetime.fromtimestamp(pagoda_bin.stat().st_mtime).isoformat()
+        if pagoda_bin.exists() else None,
+        "llamacpp_bin": str(llama_bin),
+        "llamacpp_python_version": version_file.read_text().strip() if version_file.exists() else "",
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "GOMP_", "GGML_", "PAGODA_", "LLAMA_"))},
+    }
+
+
+# ------------------------------------------------------------------------------- output
+def fmt_tps(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if v >= 100 else f"{v:.2f}"
+
+
+def fmt_pct(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.0f}%" if v >= 10 else f"{v:.1f}%"
+
+
+def spread(vals: list[float]) -> float | None:
+    if len(vals) < 2:
+        return None
+    m = statistics.median(vals)
+    return (max(vals) - min(vals)) / m * 100 if m > 0 else None
+
+
+def summarize_row(row: dict, tests: list[str], bw_gbps: float | None) -> None:
+    row["summary"] = {}
+    for test in tests:
+        s: dict[str, Any] = {}
+        for eng in ("llamacpp", "pagoda"):
+            vals = [r["tps"][test] for r in row["runs"] if r["engine"] == eng and test in r.get("tps", {})]
+            s[eng] = {"median": statistics.median(vals) if vals else None, "n": len(vals), "values": vals,
+                      "spread_pct": spread(vals)}
+        l, p = s["llamacpp"]["median"], s["pagoda"]["median"]
+        s["ratio"] = p / l if l and p else None
+        if test.startswith("tg") and bw_gbps and row.get("weights"):
+            ceil = bw_gbps * 1e9 / row["weights"]["weight_bytes_per_token"]
+            s["ceiling_tps"] = ceil
+            s["llamacpp_pct_ceiling"] = l / ceil * 100 if l else None
+            s["pagoda_pct_ceiling"] = p / ceil * 100 if p else None
+        loads = [r.get("other_cpu_cores") for r in row["runs"] if r.get("other_cpu_cores") is not None]
+        s["max_other_cpu_cores"] = max(loads) if loads else None
+        row["summary"][test] = s
+
+
+def markdown(doc: dict, tests: list[str]) -> str:
+    m = doc["machine"]
+    bw = doc.get("bandwidth") or {}
+    out = []
+    out.append(f"Pagoda {m['pagoda_describe']} ({m['pagoda_build_type'] or '?'} build) vs llama.cpp "
+               f"(llama-cpp-python {m['llamacpp_python_version'] or '?'}, build "
+               f"{doc.get('llamacpp_build_commit') or '?'}) | {m['cpu_model']} | {doc['threads']} threads | "
+               f"{doc['rounds']} rounds, medians | read bandwidth {bw.get('median_gbps', 0):.1f} GB/s")
+    out.append("")
+    out.append("| row | test | llama.cpp t/s | pagoda t/s | pagoda/llama.cpp | ceiling t/s | llama.cpp % ceil "
+               "| pagoda % ceil | spread l/p | other cpu |")
+    out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in doc["rows"]:
+        if "summary" not in row:
+            out.append(f"| {row['name']} | - | error | error | - | - | - | - | - | - |")
+            continue
+        for test in tests:
+            s = row["summary"][test]
+            l, p = s["llamacpp"], s["pagoda"]
+            sp = "/".join("-" if x["spread_pct"] is None else f"{x['spread_pct']:.0f}%" for x in (l, p))
+            oc = s["max_other_cpu_cores"]
+            ratio = "-" if s["ratio"] is None else f"{s['ratio']:.2f}x"
+            out.append(
+                f"| {row['name']} | {test} | {fmt_tps(l['median']) if l['n'] else 'error'} | "
+                f"{fmt_tps(p['median']) if p['n'] else 'error'} | "
+                f"{ratio} | "
+                f"{fmt_tps(s.get('ceiling_tps'))} | {fmt_pct(s.get('llamacpp_pct_ceiling'))} | "
+                f"{fmt_pct(s.get('pagoda_pct_ceiling'))} | {sp} | {'-' if oc is None else f'{oc:.2f}'} |")
+    out.append("")
+    out.append("| row | model | file GiB | weights read/token MiB | tied embd | KV read/token MiB (avg) |")
+    out.append("| --- | --- | ---: | ---: | :---: | ---: |")
+    for row in doc["rows"]:
+        w = row.get("weights")
+        if not w:
+            out.append(f"| {row['name']} | {Path(row.get('model') or '?').name} | - | - | - | - |")
+            continue
+        out.append(f"| {row['name']} | {Path(row['model']).name} | {w['file_bytes'] / 2**30:.2f} | "
+                   f"{w['weight_bytes_per_token'] / 2**20:.1f} | {'yes' if w['tied_embeddings'] else 'no'} | "
+                   f"{w['kv_bytes_per_token_avg'] / 2**20:.2f} |")
+    return "\n".join(out)
+
+
+def write_json(doc: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------- main
+def parse_rows(spec: str, extra: list[str]) -> list[RowSpec]:
+    rows: list[RowSpec] = []
+    for item in [x.strip() for x in spec.split(",") if x.strip()] + list(extra):
+        if "=" in item:
+            label, path = item.split("=", 1)
+            rows.append(RowSpec(label, "file", path=Path(path).expanduser()))
+        elif item in ROW_GROUPS:
+            rows += [ROWS[r] for r in ROW_GROUPS[item]]
+        elif item in ROWS:
+            rows.append(ROWS[item])
+        else:
+            raise SetupError(f"unknown row {item!r}; rows: {', '.join(ROWS)}, groups: "
+                             f"{', '.join(ROW_GROUPS)}, or LABEL=PATH")
+    seen, uniq = set(), []
+    for r in rows:
+        if r.name not in seen:
+            seen.add(r.name)
+            uniq.append(r)
+    return uniq
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--build-dir", type=Path, default=REPO / "build", help="Pagoda build (default: %(default)s)")
+    ap.add_argument("--rows", default="all", help="comma-separated rows / groups / LABEL=PATH (default: all)")
+    ap.add_argument("--model", action="append", default=[], metavar="LABEL=PATH", help="add a row for a GGUF file")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per row, one run of each engine per round")
+    ap.add_argument("--threads", "-t", type=int, default=2)
+    ap.add_argument("-p", "--n-prompt", type=int, default=512)
+    ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("--llamacpp-bin", type=Path, help="llama.cpp bin dir (default: scripts/build_llamacpp's)")
+    ap.add_argument("--json-out", type=Path, help="default: $PAGODA_CACHE/bench-results/compare-<time>.json")
+    ap.add_argument("--md-out", type=Path, help="also write the markdown table here")
+    ap.add_argument("--bandwidth", type=float, metavar="GBPS", help="use this read bandwidth, do not measure")
+    ap.add_argument("--bw-mib", type=int, default=1024, help="bandwidth buffer size (default 1024 MiB)")
+    ap.add_argument("--bw-reps", type=int, default=5, help="bandwidth passes, median taken (default 5)")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per engine run (default 3600)")
+    ap.add_argument("--regen", action="store_true", help="regenerate the generated models")
+    ap.add_argument("--list-rows", action="store_true", help="print the rows and exit")
+    a = ap.parse_args()
+
+    if a.list_rows:
+        for name in ROWS:
+            r = ROWS[name]
+            where = (gen_model_path(r) if r.kind == "gen" else "scripts/fetch_model")
+            print(f"{name:12} {'(all) ' if name in ALL_ROWS else '      '}{r.qtype or 'Q4_K_M':5} "
+                  f"{r.shape or r.note}  -> {where}")
+        return 0
+    if a.rounds < 1 or a.threads < 1 or a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0:
+        ap.error("need --rounds >= 1, --threads >= 1, -p/-n >= 0 and not both 0")
+    tests = ([f"pp{a.n_prompt}"] if a.n_prompt else []) + ([f"tg{a.n_gen}"] if a.n_gen else [])
+
+    try:
+        rows = parse_rows(a.rows, a.model)
+        build = a.build_dir.resolve()
+        for b in ("pagoda",):
+            if not (build / "bin" / b).exists():
+                raise SetupError(f"{build / 'bin' / b} missing: ninja -C {build} pagoda pagoda-gen-model")
+        llama_bin = a.llamacpp_bin or Path(last_line([str(REPO / "scripts" / "build_llamacpp")], "build_llamacpp"))
+        if not (llama_bin / "llama-bench").exists():
+            raise SetupError(f"{llama_bin / 'llama-bench'} missing (LLAMACPP_TARGETS=llama-bench scripts/build_llamacpp)")
+        machine = machine_info(build, llama_bin)
+        if machine["pagoda_build_type"] not in ("Release", "RelWithDebInfo", ""):
+            log(f"warning: {build} is a {machine['pagoda_build_type']} build; its numbers mean little")
+        if machine["pagoda_dirty_files"]:
+            log(f"note: the working tree has uncommitted changes ({len(machine['pagoda_dirty_files'])} files); "
+                f"the binary may not match {machine['pagoda_commit'][:10]}")
+
+        # Make every model first, so generation (minutes for 7B) does not sit between runs.
+        models: dict[str, Path] = {}
+        for r in rows:
+            models[r.name] = make_model(r, build, a.regen, os.cpu_count() or 1)
+    except SetupError as e:
+        log(f"error: {e}")
+        return 2
+
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    json_out = a.json_out or RESULTS / f"compare-{stamp}.json"
+    doc: dict[str, Any] = {
+        "started": dt.datetime.now().isoformat(timespec="seconds"),
+        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
+        "threads": a.threads, "rounds": a.rounds, "tests": tests, "machine": machine,
+        "bandwidth": None, "rows": [],
+    }
+    errors = 0
+    try:
+        if a.bandwidth:
+            doc["bandwidth"] = {"median_gbps": a.bandwidth, "given": True}
+        else:
+            try:
+                doc["bandwidth"] = measure_bandwidth(a.threads, a.bw_mib, a.bw_reps)
+            except (SetupError, ValueError) as e:
+                log(f"error: bandwidth: {e}")
+                return 2
+            log(f"read bandwidth ({a.threads} threads): {doc['bandwidth']['median_gbps']:.1f} GB/s "
+                f"(samples {doc['bandwidth']['samples_gbps']})")
+        bw = doc["bandwidth"]["median_gbps"]
+        write_json(doc, json_out)
+
+        for r in rows:
+            model = models[r.name]
+            row: dict[str, Any] = {"name": r.name, "model": str(model), "runs": [], "errors": []}
+            doc["rows"].append(row)
+            try:
+                row["weights"] = weight_bytes(model, a.n_gen)
+            except Exception as e:  # noqa: BLE001  (no roofline for this row, still time it)
+                row["errors"].append(f"weight sizes: {e}")
+                log(f"{r.name}: cannot read tensor sizes: {e}")
+            for rnd in range(a.rounds):
+                order = ("llamacpp", "pagoda") if rnd % 2 == 0 else ("pagoda", "llamacpp")
+                for eng in order:
+                    t0 = time.monotonic()
+                    base = {"engine": eng, "round": rnd, "started": dt.datetime.now().isoformat(timespec="seconds"),
+                            "loadavg_before": os.getloadavg()}
+                    try:
+                        if eng == "llamacpp":
+                            tps, rec = run_llamacpp(llama_bin, model, a, a.timeout)
+                            if rec.get("parsed"):
+                                doc["llamacpp_build_commit"] = rec["parsed"][0].get("build_commit")
+                        else:
+                            tps, rec = run_pagoda(build, model, a, a.timeout)
+                        missing = [t for t in tests if t not in tps]
+                        if missing:
+                            raise RunFailed(f"no result for {', '.join(missing)} in the output", rec)
+                        rec = {**base, **rec, "tps": tps}
+                        log(f"{r.name} round {rnd + 1}/{a.rounds} {eng:8}: "
+                            + ", ".join(f"{t} {tps[t]:.2f}" for t in tests)
+                            + f" t/s ({time.monotonic() - t0:.0f}s, other cpu {rec.get('other_cpu_cores', '?')})")
+                    except RunFailed as e:
+                        errors += 1
+                        rec = {**base, **e.record, "error": str(e)}
+                        rec["stderr_tail"] = tail(rec.get("_stderr", ""), 30)
+                        row["errors"].append(f"round {rnd} {eng}: {e}")
+                        log(f"{r.name} round {rnd + 1}/{a.rounds} {eng}: ERROR {e}")
+                    rec.pop("_stdout", None)
+                    rec.pop("_stderr", None)
+                    row["runs"].append(rec)
+                    write_json(doc, json_out)
+            summarize_row(row, tests, bw)
+            write_json(doc, json_out)
+    except KeyboardInterrupt:
+        doc["interrupted"] = True
+        doc["finished"] = dt.datetime.now().isoformat(timespec="seconds")
+        write_json(doc, json_out)
+        log(f"interrupted; partial results in {json_out}")
+        return 130
+
+    doc["finished"] = dt.datetime.now().isoformat(timespec="seconds")
+    table = markdown(doc, tests)
+    doc["markdown"] = table
+    write_json(doc, json_out)
+    print(table)
+    if a.md_out:
+        a.md_out.write_text(table + "\n")
+    for row in doc["rows"]:
+        for e in row["errors"]:
+            log(f"{row['name']}: {e}")
+    log(f"every run: {json_out}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
