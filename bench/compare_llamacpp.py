@@ -11,7 +11,7 @@ Rows (--rows, comma-separated; `all` is every row, `1b` every 1B row):
             generated random-weight `llama`, dim 2048, 16 layers, 32 heads, 8 KV heads,
             ff 5632, vocab 32000 (TinyLlama-1.1B's shape)
   7b-q4_0   generated `llama`, dim 4096, 32 layers, 32 heads, 32 KV heads, ff 11008,
-            vocab 32000 (Llama-2-7B's shape, ~3.6 GiB); slow, about 2/3 of a full run
+            vocab 32000 (Llama-2-7B's shape, 3.6 GiB); slow, about half of a full run
   7b-q4_0-gqa  the same with 8 KV heads (not in `all`)
   LABEL=PATH   any other GGUF file (--rows or --model)
 Generated models are written once by <build>/bin/pagoda-gen-model into
@@ -153,8 +153,12 @@ def run_cmd(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
     time and the CPU that *other* processes used meanwhile. Kills the group on timeout or
     Ctrl-C."""
     st0, ch0, t0 = _proc_stat(), _children_cpu(), time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env, start_new_session=True)
+    except OSError as e:  # e.g. the binary is being relinked right now
+        return {"cmd": " ".join(shlex.quote(c) for c in cmd), "rc": -1, "wall_s": 0.0, "timed_out": False,
+                "_stdout": "", "_stderr": f"cannot start: {e}"}
     timed_out = False
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -172,7 +176,8 @@ def run_cmd(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
                            "wall_s": round(wall, 3), "timed_out": timed_out}
     if st0 and st1 and wall > 0:
         busy = (st1[0] - st0[0]) - (ch1 - ch0)
-        rec["other_cpu_cores"] = round(max(0.0, busy) / wall, 3)
+        # Clamped: on runs under a second the 10 ms tick granularity dominates.
+        rec["other_cpu_cores"] = round(min(float(os.cpu_count() or 1), max(0.0, busy) / wall), 3)
         rec["steal_cores"] = round((st1[1] - st0[1]) / wall, 3)
     rec["_stdout"], rec["_stderr"] = out, err
     return rec
@@ -182,13 +187,44 @@ def tail(text: str, n: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 
 
-def last_line(cmd: list[str], what: str, timeout: float = 7200) -> str:
+def last_line(cmd: list[str], what: str, env: dict | None = None, timeout: float = 7200) -> str:
+    """Runs a setup script; returns the last line of its stdout. Its stderr (progress) is
+    shown only when it fails."""
     log(f"{what}: {' '.join(cmd)}")
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, timeout=timeout)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout,
+                       env=env)
     lines = [l for l in p.stdout.strip().splitlines() if l.strip()]
     if p.returncode != 0 or not lines:
-        raise SetupError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}")
+        raise SetupError(f"{what} failed (exit {p.returncode}): {' '.join(cmd)}\n{tail(p.stderr, 30)}")
     return lines[-1].strip()
+
+
+def other_load(seconds: float = 1.0) -> float | None:
+    """CPU cores busy over `seconds` while we run nothing (so: other processes + steal)."""
+    a = _proc_stat()
+    time.sleep(seconds)
+    b = _proc_stat()
+    if not a or not b:
+        return None
+    return ((b[0] - a[0]) + (b[1] - a[1])) / seconds
+
+
+def wait_quiet(max_wait: float, threshold: float) -> dict:
+    """Waits (up to max_wait seconds) until other processes use under `threshold` cores."""
+    t0 = time.monotonic()
+    load = other_load()
+    warned = False
+    while load is not None and load >= threshold and time.monotonic() - t0 < max_wait:
+        if not warned:
+            log(f"waiting for a quiet machine: other processes use {load:.2f} cores "
+                f"(threshold {threshold}, up to {max_wait:.0f}s)")
+            warned = True
+        time.sleep(4)
+        load = other_load()
+    waited = time.monotonic() - t0
+    if load is not None and load >= threshold:
+        log(f"still busy after {waited:.0f}s ({load:.2f} cores); running anyway")
+    return {"waited_s": round(waited, 1), "other_cpu_cores_before": None if load is None else round(load, 3)}
 
 
 # ------------------------------------------------------------------------------- models
@@ -347,7 +383,7 @@ def parse_json_array(text: str) -> list:
 
 def run_llamacpp(bindir: Path, model: Path, a, timeout: float) -> tuple[dict, dict]:
     cmd = [str(bindir / "llama-bench"), "-m", str(model), "-p", str(a.n_prompt), "-n", str(a.n_gen),
-           "-t", str(a.threads), "-r", "1", "-o", "json"]
+           "-t", str(a.threads), "-r", "1", "-o", "json", *shlex.split(a.llamacpp_args)]
     rec = run_cmd(cmd, timeout)
     if rec["rc"] != 0:
         raise RunFailed(f"llama-bench exit {rec['rc']}{' (timeout)' if rec['timed_out'] else ''}: "
@@ -365,9 +401,28 @@ def run_llamacpp(bindir: Path, model: Path, a, timeout: float) -> tuple[dict, di
     return tps, rec
 
 
-def run_pagoda(build: Path, model: Path, a, timeout: float) -> tuple[dict, dict]:
-    cmd = [str(build / "bin" / "pagoda"), "bench", "-m", str(model), "-p", str(a.n_prompt),
-           "-n", str(a.n_gen), "-r", "1", "-t", str(a.threads), "--json"]
+def snapshot_pagoda(build: Path) -> tuple[Path, str]:
+    """Copies bin/pagoda into the cache under its content hash, so every round runs the same
+    binary even when someone relinks the build meanwhile. Falls back to the original when
+    the copy does not run (e.g. it needs libraries from the build tree)."""
+    src = build / "bin" / "pagoda"
+    h = hashlib.sha256(src.read_bytes()).hexdigest()
+    dst = BIN_CACHE / f"pagoda-{h[:16]}"
+    if not dst.exists():
+        BIN_CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(dst.name + ".tmp")
+        shutil.copy2(src, tmp)
+        os.replace(tmp, dst)
+    p = subprocess.run([str(dst), "bench", "--help"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if p.returncode != 0:
+        log(f"warning: a copy of {src} does not run; using it in place (do not rebuild meanwhile)")
+        return src, h
+    return dst, h
+
+
+def run_pagoda(pagoda: Path, model: Path, a, timeout: float) -> tuple[dict, dict]:
+    cmd = [str(pagoda), "bench", "-m", str(model), "-p", str(a.n_prompt),
+           "-n", str(a.n_gen), "-r", "1", "-t", str(a.threads), "--json", *shlex.split(a.pagoda_args)]
     rec = run_cmd(cmd, timeout)
     if rec["rc"] != 0:
         raise RunFailed(f"pagoda bench exit {rec['rc']}{' (timeout)' if rec['timed_out'] else ''}: "
@@ -395,8 +450,10 @@ def sh(cmd: list[str], cwd: Path | None = None) -> str:
 
 def machine_info(build: Path, llama_bin: Path) -> dict:
     lscpu = sh(["lscpu"])
-    cpu = next((l.split(":", 1)[1].strip() for l in lscpu.splitlines() if l.startswith("Model name")),
-               platform.processor())
+    fields = {l.split(":", 1)[0].strip(): l.split(":", 1)[1].strip() for l in lscpu.splitlines() if ":" in l}
+    cpu = fields.get("Model name") or platform.processor() or "?"
+    if "CPU family" in fields:  # "AMD EPYC" alone says little under a hypervisor
+        cpu += f" (family {fields['CPU family']}, model {fields.get('Model', '?')})"
     cmake_cache = build / "CMakeCache.txt"
     build_type = ""
     if cmake_cache.exists():
@@ -405,8 +462,15 @@ def machine_info(build: Path, llama_bin: Path) -> dict:
                 build_type = l.split("=", 1)[1]
     pagoda_bin = build / "bin" / "pagoda"
     version_file = llama_bin.parent / "VERSION"
+    llc = 0
+    for key in ("L3 cache", "L2 cache"):
+        v = fields.get(key, "").split("(")[0].split()
+        if len(v) == 2 and v[1] in ("KiB", "MiB", "GiB"):
+            llc = int(float(v[0]) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[v[1]])
+            break
     return {
         "cpu_model": cpu,
+        "llc_bytes": llc,
         "lscpu": lscpu,
         "nproc": os.cpu_count(),
         "uname": " ".join(platform.uname()),
@@ -495,16 +559,18 @@ def markdown(doc: dict, tests: list[str]) -> str:
                 f"{fmt_tps(s.get('ceiling_tps'))} | {fmt_pct(s.get('llamacpp_pct_ceiling'))} | "
                 f"{fmt_pct(s.get('pagoda_pct_ceiling'))} | {sp} | {'-' if oc is None else f'{oc:.2f}'} |")
     out.append("")
-    out.append("| row | model | file GiB | weights read/token MiB | tied embd | KV read/token MiB (avg) |")
-    out.append("| --- | --- | ---: | ---: | :---: | ---: |")
+    llc = m.get("llc_bytes") or 0
+    out.append("| row | model | file GiB | weights read/token MiB | tied embd | KV read/token MiB (avg) | note |")
+    out.append("| --- | --- | ---: | ---: | :---: | ---: | --- |")
     for row in doc["rows"]:
         w = row.get("weights")
         if not w:
-            out.append(f"| {row['name']} | {Path(row.get('model') or '?').name} | - | - | - | - |")
+            out.append(f"| {row['name']} | {Path(row.get('model') or '?').name} | - | - | - | - | no tensor sizes |")
             continue
         out.append(f"| {row['name']} | {Path(row['model']).name} | {w['file_bytes'] / 2**30:.2f} | "
                    f"{w['weight_bytes_per_token'] / 2**20:.1f} | {'yes' if w['tied_embeddings'] else 'no'} | "
-                   f"{w['kv_bytes_per_token_avg'] / 2**20:.2f} |")
+                   f"{w['kv_bytes_per_token_avg'] / 2**20:.2f} | "
+                   f"{'fits in the last-level cache: ceiling not meaningful' if llc and w['weight_bytes_per_token'] < 4 * llc else ''} |")
     return "\n".join(out)
 
 
@@ -537,7 +603,15 @@ def parse_rows(spec: str, extra: list[str]) -> list[RowSpec]:
     return uniq
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main() -> int:
+    # Ctrl-C and `kill` both stop the current engine run and keep what was measured (a
+    # background job may have inherited SIGINT ignored, hence set explicitly).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--build-dir", type=Path, default=REPO / "build", help="Pagoda build (default: %(default)s)")
@@ -553,8 +627,17 @@ def main() -> int:
     ap.add_argument("--bandwidth", type=float, metavar="GBPS", help="use this read bandwidth, do not measure")
     ap.add_argument("--bw-mib", type=int, default=1024, help="bandwidth buffer size (default 1024 MiB)")
     ap.add_argument("--bw-reps", type=int, default=5, help="bandwidth passes, median taken (default 5)")
-    ap.add_argument("--timeout", type=float, default=3600, help="seconds per engine run (default 3600)")
+    ap.add_argument("--timeout", type=float, default=0,
+                    help="seconds per engine run (default 0: one hour per GiB of model file, at least "
+                         "one hour; a slow engine on the 7B row needs hours)")
     ap.add_argument("--regen", action="store_true", help="regenerate the generated models")
+    ap.add_argument("--llamacpp-args", default="", metavar="ARGS",
+                    help="extra llama-bench arguments, e.g. '--poll 0' or '-fa 1' (recorded in the JSON)")
+    ap.add_argument("--pagoda-args", default="", metavar="ARGS", help="extra `pagoda bench` arguments")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="S",
+                    help="before each run, wait up to S seconds for other processes to use under "
+                         "--quiet-threshold cores (default 0: do not wait)")
+    ap.add_argument("--quiet-threshold", type=float, default=0.15, metavar="CORES")
     ap.add_argument("--list-rows", action="store_true", help="print the rows and exit")
     a = ap.parse_args()
 
@@ -575,10 +658,16 @@ def main() -> int:
         for b in ("pagoda",):
             if not (build / "bin" / b).exists():
                 raise SetupError(f"{build / 'bin' / b} missing: ninja -C {build} pagoda pagoda-gen-model")
-        llama_bin = a.llamacpp_bin or Path(last_line([str(REPO / "scripts" / "build_llamacpp")], "build_llamacpp"))
+        if a.llamacpp_bin:
+            llama_bin = a.llamacpp_bin.resolve()
+        else:  # build (or find) llama-bench only: quicker and quieter than every target
+            env = dict(os.environ, LLAMACPP_TARGETS=os.environ.get("LLAMACPP_TARGETS", "llama llama-bench"))
+            llama_bin = Path(last_line([str(REPO / "scripts" / "build_llamacpp")], "build_llamacpp", env=env))
         if not (llama_bin / "llama-bench").exists():
             raise SetupError(f"{llama_bin / 'llama-bench'} missing (LLAMACPP_TARGETS=llama-bench scripts/build_llamacpp)")
         machine = machine_info(build, llama_bin)
+        pagoda_exe, machine["pagoda_binary_sha256"] = snapshot_pagoda(build)
+        machine["pagoda_binary_used"] = str(pagoda_exe)
         if machine["pagoda_build_type"] not in ("Release", "RelWithDebInfo", ""):
             log(f"warning: {build} is a {machine['pagoda_build_type']} build; its numbers mean little")
         if machine["pagoda_dirty_files"]:
@@ -607,6 +696,8 @@ def main() -> int:
             doc["bandwidth"] = {"median_gbps": a.bandwidth, "given": True}
         else:
             try:
+                if a.wait_quiet > 0:
+                    wait_quiet(a.wait_quiet, a.quiet_threshold)
                 doc["bandwidth"] = measure_bandwidth(a.threads, a.bw_mib, a.bw_reps)
             except (SetupError, ValueError) as e:
                 log(f"error: bandwidth: {e}")
@@ -625,19 +716,26 @@ def main() -> int:
             except Exception as e:  # noqa: BLE001  (no roofline for this row, still time it)
                 row["errors"].append(f"weight sizes: {e}")
                 log(f"{r.name}: cannot read tensor sizes: {e}")
+            timeout = a.timeout or 3600 * max(1.0, model.stat().st_size / 2**30)
+            row_t0 = time.monotonic()
             for rnd in range(a.rounds):
+                if rnd == 1:
+                    per_round = time.monotonic() - row_t0
+                    log(f"{r.name}: a round takes {per_round / 60:.1f} min; about "
+                        f"{per_round * (a.rounds - 1) / 60:.0f} min left for this row")
                 order = ("llamacpp", "pagoda") if rnd % 2 == 0 else ("pagoda", "llamacpp")
                 for eng in order:
+                    quiet = wait_quiet(a.wait_quiet, a.quiet_threshold) if a.wait_quiet > 0 else {}
                     t0 = time.monotonic()
                     base = {"engine": eng, "round": rnd, "started": dt.datetime.now().isoformat(timespec="seconds"),
-                            "loadavg_before": os.getloadavg()}
+                            "loadavg_before": os.getloadavg(), **quiet}
                     try:
                         if eng == "llamacpp":
-                            tps, rec = run_llamacpp(llama_bin, model, a, a.timeout)
+                            tps, rec = run_llamacpp(llama_bin, model, a, timeout)
                             if rec.get("parsed"):
                                 doc["llamacpp_build_commit"] = rec["parsed"][0].get("build_commit")
                         else:
-                            tps, rec = run_pagoda(build, model, a, a.timeout)
+                            tps, rec = run_pagoda(pagoda_exe, model, a, timeout)
                         missing = [t for t in tests if t not in tps]
                         if missing:
                             raise RunFailed(f"no result for {', '.join(missing)} in the output", rec)
@@ -649,6 +747,7 @@ def main() -> int:
                         errors += 1
                         rec = {**base, **e.record, "error": str(e)}
                         rec["stderr_tail"] = tail(rec.get("_stderr", ""), 30)
+                        rec["stdout_tail"] = tail(rec.get("_stdout", ""), 30)
                         row["errors"].append(f"round {rnd} {eng}: {e}")
                         log(f"{r.name} round {rnd + 1}/{a.rounds} {eng}: ERROR {e}")
                     rec.pop("_stdout", None)
@@ -660,6 +759,11 @@ def main() -> int:
     except KeyboardInterrupt:
         doc["interrupted"] = True
         doc["finished"] = dt.datetime.now().isoformat(timespec="seconds")
+        if doc["rows"] and "summary" not in doc["rows"][-1] and doc["bandwidth"]:
+            summarize_row(doc["rows"][-1], tests, doc["bandwidth"]["median_gbps"])
+        if doc["rows"]:
+            doc["markdown"] = markdown(doc, tests)
+            print(doc["markdown"])
         write_json(doc, json_out)
         log(f"interrupted; partial results in {json_out}")
         return 130
