@@ -11,8 +11,8 @@
 namespace pagoda {
 namespace {
 
-// matmul must equal, row by row, the scalar vec_dot of the weight row with the activation
-// converted to the vec-dot type (the same arithmetic, just split across threads), and be
+// matmul must equal, up to summation order, the scalar vec_dot of the weight row with the
+// activation converted to the vec-dot type (threads and SIMD bodies only reorder it), and be
 // close to the float product of the dequantized weights.
 class MatmulTest : public ::testing::TestWithParam<DType> {};
 
@@ -39,7 +39,9 @@ TEST_P(MatmulTest, MatchesScalarDotAndFloatProduct) {
     quantize_activation_row(xt, &x[tk * cols], xq.data(), cols);
     dequantize_row(xt, xq.data(), xd.data(), cols);
     for (int64_t r = 0; r < rows; ++r) {
-      EXPECT_EQ(y[tk * rows + r], vec_dot(t, cols, w.row(r), xq.data()));
+      // SIMD bodies sum in another order than the scalar reference: float rounding only.
+      const float scalar = vec_dot(t, cols, w.row(r), xq.data());
+      EXPECT_NEAR(y[tk * rows + r], scalar, 1e-5 * (std::fabs(scalar) + std::sqrt(static_cast<double>(cols))));
       dequantize_row(t, w.row(r), wd.data(), cols);
       double ref = 0;
       for (int64_t i = 0; i < cols; ++i) ref += static_cast<double>(wd[i]) * xd[i];
