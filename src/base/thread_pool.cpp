@@ -41,6 +41,7 @@ void ThreadPool::worker(int index) {
 #if defined(__x86_64__)
       __builtin_ia32_pause();
 #endif
+      if (spin % 1024 == 1023) std::this_thread::yield();  // let a starved peer run
       g = generation_.load(std::memory_order_acquire);
     }
     if (g == seen) {
@@ -72,10 +73,16 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn body) {
   }
   cv_.notify_all();
   run_chunk(0);
-  while (pending_.load(std::memory_order_acquire) != 0) {
+  // Spin briefly, then yield: on an oversubscribed machine the worker we wait for may
+  // not be running, and burning our time slice would keep it off the core.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < 4000) {
 #if defined(__x86_64__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    } else {
+      std::this_thread::yield();
+    }
   }
   body_ = nullptr;
 }
