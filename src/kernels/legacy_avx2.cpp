@@ -1,14 +1,500 @@
 // avx2 bodies of the legacy format kernels (see dot_kernels.h, simd_registry.h). This
-// file is compiled for avx2 only and called only when the CPU has it.
+// file is compiled for avx2 (+FMA, F16C) only and called only when the CPU has it.
+//
+// Everything here has internal linkage and uses no std:: templates over shared types, so
+// no AVX2 copy of an inline function can be picked by the linker for code that runs on
+// other CPUs.
+//
+// Without VNNI the byte products go through maddubs (u8 x s8 -> pairs summed to int16,
+// saturating) and pmaddwd against ones (int16 pairs -> int32). Every use below stays in
+// int16 range, which the comments next to it argue. Q8_0 weights use the sign trick
+// (|w| times x with w's sign), which needs x != -128: activations come from quantize_x,
+// whose quants are within -127..127.
+//
+// dot (decode, GEMV): one block per 256-bit register, four blocks per step with their
+// eight FP16 scales converted together.
+// tile (prefill): rows in lanes, as the avx512 body: eight weight rows transposed into
+// eight registers per block, each activation dword broadcast, an 8 x 6 (rows x tokens)
+// register block (8 x 4 for Q8_0, whose sign trick needs more registers).
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/legacy_layout.h"
 #include "kernels/simd_registry.h"
+#include "quant/blocks.h"
 
 namespace pagoda::simd {
+namespace {
+
+using legacy::kXBytes;
+using legacy::kXQs;
+using legacy::Layout;
+
+struct alignas(32) Y32 {
+  uint8_t b[32];
+};
+
+inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint16_t load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline float half(const uint8_t* p) { return _cvtsh_ss(load16(p)); }
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// ---------------------------------------------------------------- activations
+
+// quant::quantize_row_q8_0_activation bit for bit (see legacy_avx512.cpp for the
+// argument): NaN-ignoring amax, nearest_int's clamp + magic add, low byte of the bits.
+void quantize_x_q8_0(const float* src, void* dst, int64_t n) {
+  auto* out = static_cast<BlockQ8_0*>(dst);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 lim = _mm256_set1_ps(legacy::kRoundLimit);
+  const __m256 nlim = _mm256_set1_ps(-legacy::kRoundLimit);
+  const __m256 magic = _mm256_set1_ps(legacy::kRoundMagic);
+  const __m256i low_byte = _mm256_set1_epi32(0xff);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    __m256 v[4];
+    __m256 m = zero;
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(src + 8 * k);
+      m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m);  // a NaN |v| keeps m
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    out[i].d = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
+    const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 c = _mm256_max_ps(nlim, _mm256_min_ps(lim, _mm256_mul_ps(v[k], id)));
+      q[k] = _mm256_and_si256(_mm256_castps_si256(_mm256_add_ps(c, magic)), low_byte);
+    }
+    // Values are 0..255 now, so the unsigned-saturating packs just narrow them.
+    const __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[i].qs), _mm256_permutevar8x32_epi32(p, order));
+  }
+}
+
+// ---------------------------------------------------------------- dot (GEMV)
+
+// A weight block as unsigned bytes u = q + offset in value order (not for Q8_0).
+template <typename B>
+inline __m256i weights_u(const uint8_t* a) {
+  using L = Layout<B>;
+  static_assert(L::kBits != 8);
+  const __m128i q = load128(a + L::kQs);
+  __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+  v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+  if constexpr (L::kBits == 5) {
+    // Byte i takes bit i of qh: spread each qh byte over 8 lanes, test each lane's bit.
+    const __m256i bits = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL);
+    const __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(load32(a + L::kQh))), spread);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(h, bits), bits);
+    v = _mm256_or_si256(v, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+  }
+  return v;
+}
+
+// sum(w * x) of one block in int32 lanes (8 of them).
+template <typename B>
+inline __m256i block_dot(const uint8_t* a, __m256i xq, __m256i ones16) {
+  using L = Layout<B>;
+  if constexpr (L::kBits == 8) {
+    // |w| <= 128 and |x| <= 127: a pair sums to at most 32512.
+    const __m256i w = load256(a + L::kQs);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+    return _mm256_madd_epi16(p, ones16);
+  } else {
+    // u <= 31: u * x pairs stay within 7874; (u - offset) * x within 4064.
+    __m256i p = _mm256_maddubs_epi16(weights_u<B>(a), xq);
+    if constexpr (L::kOffset != 0)
+      p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(L::kOffset)), xq));
+    return _mm256_madd_epi16(p, ones16);
+  }
+}
+
+// The FP16 fields at byte `at` of 4 consecutive blocks of `bytes` bytes, as 4 floats.
+inline __m128 half4(const uint8_t* p, int64_t bytes) {
+  const __m128i h =
+      _mm_setr_epi16(static_cast<short>(load16(p)), static_cast<short>(load16(p + bytes)),
+                     static_cast<short>(load16(p + 2 * bytes)), static_cast<short>(load16(p + 3 * bytes)), 0, 0, 0, 0);
+  return _mm_cvtph_ps(h);
+}
+
+template <typename B>
+float dot(int64_t n, const void* wv, const void* xv) {
+  using L = Layout<B>;
+  constexpr int kB = sizeof(B);
+  const auto* w = static_cast<const uint8_t*>(wv);
+  const auto* x = static_cast<const uint8_t*>(xv);
+  const int64_t nb = n / kQK;
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  // One block with its scale (and min scale) already broadcast.
+  auto step = [&](const uint8_t* wb, const uint8_t* xb, __m256 scale, __m256 mscale, __m256& acc) {
+    const __m256i xq = load256(xb + kXQs);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<B>(wb, xq, ones16)), scale, acc);
+    if constexpr (L::kMin) {
+      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xq), ones16);
+      accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), mscale, accm);
+    }
+  };
+  // Four blocks per step, their 4 + 4 scales converted and multiplied at once.
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    const uint8_t* wg = w + i * kB;
+    const uint8_t* xg = x + i * kXBytes;
+    const __m128 dx = half4(xg, kXBytes);
+    const __m256 s = _mm256_castps128_ps256(_mm_mul_ps(half4(wg, kB), dx));
+    __m256 ms = _mm256_setzero_ps();
+    if constexpr (L::kMin) ms = _mm256_castps128_ps256(_mm_mul_ps(half4(wg + L::kM, kB), dx));
+    for (int k = 0; k < 4; ++k) {
+      const __m256i lane = _mm256_set1_epi32(k);
+      step(wg + k * kB, xg + k * kXBytes, _mm256_permutevar8x32_ps(s, lane),
+           L::kMin ? _mm256_permutevar8x32_ps(ms, lane) : ms, k % 2 ? acc1 : acc0);
+    }
+  }
+  for (; i < nb; ++i) {
+    const uint8_t* wb = w + i * kB;
+    const uint8_t* xb = x + i * kXBytes;
+    const float dx = half(xb);
+    step(wb, xb, _mm256_set1_ps(half(wb) * dx), _mm256_set1_ps(L::kMin ? half(wb + L::kM) * dx : 0.0f), acc0);
+  }
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), accm));
+}
+
+// ---------------------------------------------------------------- tile (GEMM)
+
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { delete[] p_; }
+  Y32* get(size_t n) {
+    if (n > cap_) {
+      delete[] p_;
+      p_ = new Y32[n];
+      cap_ = n;
+    }
+    return p_;
+  }
+
+ private:
+  Y32* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+thread_local Buffer t_xbuf;
+thread_local Buffer t_wbuf;
+
+constexpr int kTok = legacy::kTileTokens;
+constexpr int kXStride = kTok * 32;
+
+// Staged activations, block-major (see legacy_avx512.cpp): q[b][t] = x + 128 (or x itself
+// for Q8_0, whose products use the sign trick), d[b][t], s[b][t] = d * sum(x).
+struct XStage {
+  uint8_t* q;
+  float* d;
+  float* s;
+};
+
+template <bool kFlip, bool kMin>
+void stage_x(const uint8_t* x, size_t x_stride, int64_t tokens, int64_t nb, const XStage& st) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const uint8_t* row = x + t * x_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * kXBytes;
+      const __m256i raw = load256(blk + kXQs);
+      const __m256i u = _mm256_xor_si256(raw, flip);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(st.q + b * kXStride + t * 32), kFlip ? u : raw);
+      const float dx = half(blk);
+      st.d[b * kTok + t] = dx;
+      if constexpr (kMin) {
+        const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+        const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        const int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
+        st.s[b * kTok + t] = dx * static_cast<float>(sum);
+      }
+    }
+  }
+}
+
+// Panel of 8 rows per block: 8 registers of signed quants (lane r = bytes 4j..4j+3 of row
+// r), for Q8_0 8 more with their absolute values, then the FP32 scales, -128 * the row
+// sums of quants, and the FP32 mins.
+template <typename B>
+struct Panel {
+  static constexpr bool kSign = Layout<B>::kBits == 8;  // Q8_0: sign trick
+  static constexpr int kQ = 0;
+  static constexpr int kAbs = 8;
+  static constexpr int kD = kSign ? 16 : 8;
+  static constexpr int kC = kD + 1;
+  static constexpr int kM = kD + 2;
+  static constexpr int kRegs = kD + (Layout<B>::kMin ? 3 : 2);
+};
+
+template <typename B>
+void repack(const uint8_t* w, size_t ws, int64_t valid, int64_t nb, Y32* out) {
+  using L = Layout<B>;
+  using P = Panel<B>;
+  constexpr int kB = sizeof(B);
+  const uint8_t* rp[8];
+  for (int r = 0; r < 8; ++r) rp[r] = w + (r < valid ? r : valid - 1) * ws;
+  const __m256i lo4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b, out += P::kRegs) {
+    const int64_t at = b * kB;
+    auto gather = [&](int byte) {
+      return _mm256_setr_epi32(static_cast<int>(load32(rp[0] + at + byte)), static_cast<int>(load32(rp[1] + at + byte)),
+                               static_cast<int>(load32(rp[2] + at + byte)), static_cast<int>(load32(rp[3] + at + byte)),
+                               static_cast<int>(load32(rp[4] + at + byte)), static_cast<int>(load32(rp[5] + at + byte)),
+                               static_cast<int>(load32(rp[6] + at + byte)),
+                               static_cast<int>(load32(rp[7] + at + byte)));
+    };
+    // 8 rows x 4 dwords -> 4 registers of one dword from each row, lanes in row order.
+    auto transpose4 = [&](int byte0, __m256i* t) {
+      __m256i z[4];
+      for (int g = 0; g < 4; ++g)
+        z[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(load128(rp[g] + at + byte0)),
+                                       load128(rp[g + 4] + at + byte0), 1);
+      const __m256i a0 = _mm256_unpacklo_epi32(z[0], z[1]);
+      const __m256i a1 = _mm256_unpackhi_epi32(z[0], z[1]);
+      const __m256i a2 = _mm256_unpacklo_epi32(z[2], z[3]);
+      const __m256i a3 = _mm256_unpackhi_epi32(z[2], z[3]);
+      t[0] = _mm256_unpacklo_epi64(a0, a2);
+      t[1] = _mm256_unpackhi_epi64(a0, a2);
+      t[2] = _mm256_unpacklo_epi64(a1, a3);
+      t[3] = _mm256_unpackhi_epi64(a1, a3);
+    };
+    __m256i q[8];
+    __m256i sum = _mm256_setzero_si256();
+    if constexpr (L::kBits == 8) {
+      transpose4(L::kQs, q);
+      transpose4(L::kQs + 16, q + 4);
+      for (int j = 0; j < 8; ++j) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out + P::kQ + j), q[j]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out + P::kAbs + j), _mm256_abs_epi8(q[j]));
+      }
+    } else {
+      __m256i t[4];
+      transpose4(L::kQs, t);
+      for (int j = 0; j < 4; ++j) {
+        q[j] = _mm256_and_si256(t[j], lo4);
+        q[j + 4] = _mm256_and_si256(_mm256_srli_epi16(t[j], 4), lo4);
+      }
+      if constexpr (L::kBits == 5) {
+        const __m256i qh = gather(L::kQh);
+        const __m256i bits_lo = _mm256_set1_epi32(0x08040201);
+        const __m256i bits_hi = _mm256_set1_epi32(static_cast<int>(0x80402010u));
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        const __m256i dword_base =
+            _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
+        for (int k = 0; k < 4; ++k) {
+          // qh byte k holds values 8k..8k+7: dword 2k's in its low nibble, 2k+1's in the high.
+          const __m256i rep =
+              _mm256_shuffle_epi8(qh, _mm256_add_epi8(dword_base, _mm256_set1_epi8(static_cast<char>(k))));
+          const __m256i s0 = _mm256_cmpeq_epi8(_mm256_and_si256(rep, bits_lo), bits_lo);
+          const __m256i s1 = _mm256_cmpeq_epi8(_mm256_and_si256(rep, bits_hi), bits_hi);
+          q[2 * k] = _mm256_or_si256(q[2 * k], _mm256_and_si256(s0, sixteen));
+          q[2 * k + 1] = _mm256_or_si256(q[2 * k + 1], _mm256_and_si256(s1, sixteen));
+        }
+      }
+      if constexpr (L::kOffset != 0) {
+        const __m256i o = _mm256_set1_epi8(static_cast<char>(L::kOffset));
+        for (int j = 0; j < 8; ++j) q[j] = _mm256_sub_epi8(q[j], o);
+      }
+      // Row sums: 8 values per byte lane fit in a byte (Q4_0 -64..56, Q5_0 -128..120,
+      // Q4_1 0..120 signed; Q5_1 0..248 unsigned).
+      __m256i s8 = q[0];
+      for (int j = 1; j < 8; ++j) s8 = _mm256_add_epi8(s8, q[j]);
+      const __m256i pairs =
+          L::kBits == 5 && L::kMin ? _mm256_maddubs_epi16(s8, ones8) : _mm256_maddubs_epi16(ones8, s8);
+      sum = _mm256_madd_epi16(pairs, ones16);
+      for (int j = 0; j < 8; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(out + P::kQ + j), q[j]);
+    }
+    const __m256i dm = gather(0);
+    _mm256_store_ps(reinterpret_cast<float*>(out + P::kD),
+                    _mm256_cvtph_ps(_mm_packus_epi32(
+                        _mm256_castsi256_si128(_mm256_and_si256(dm, _mm256_set1_epi32(0xffff))),
+                        _mm256_extracti128_si256(_mm256_and_si256(dm, _mm256_set1_epi32(0xffff)), 1))));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + P::kC),
+                       _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum, 7)));
+    if constexpr (L::kMin) {
+      static_assert(L::kM == 2);
+      const __m256i m = _mm256_srli_epi32(dm, 16);
+      _mm256_store_ps(reinterpret_cast<float*>(out + P::kM),
+                      _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1))));
+    }
+  }
+}
+
+// 8 rows by kT tokens. For the nibble formats, maddubs(x + 128, w) pairs stay within
+// 2 * 255 * |w|max, so kGroup of them add up in int16 before one pmaddwd: 8 for Q4_0
+// (|w| <= 8: 32640), 4 for Q5_0 and Q4_1 (16, 15), 2 for Q5_1 (31).
+template <typename B, int kT>
+void micro(int64_t nb, const Y32* p, const uint8_t* xq, const float* xd, const float* xs, float* y, size_t ys,
+           int64_t valid) {
+  using L = Layout<B>;
+  using P = Panel<B>;
+  constexpr int kGroup = L::kBits == 8 ? 1 : L::kBits == 4 ? (L::kMin ? 4 : 8) : (L::kMin ? 2 : 4);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 accf[kT];
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) accf[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, p += P::kRegs, xq += kXStride, xd += kTok, xs += kTok) {
+    __m256i acc[kT];
+    const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + P::kC));
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t) acc[t] = c;
+#pragma GCC unroll 8
+    for (int j0 = 0; j0 < 8; j0 += kGroup) {
+      __m256i s16[kT];
+#pragma GCC unroll 8
+      for (int j = j0; j < j0 + kGroup; ++j) {
+        const __m256i wq = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + P::kQ + j));
+        if constexpr (P::kSign) {
+          const __m256i wa = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + P::kAbs + j));
+#pragma GCC unroll 16
+          for (int t = 0; t < kT; ++t) {
+            const __m256i xb = _mm256_set1_epi32(static_cast<int>(load32(xq + t * 32 + 4 * j)));
+            s16[t] = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(xb, wq));
+          }
+        } else {
+#pragma GCC unroll 16
+          for (int t = 0; t < kT; ++t) {
+            const __m256i xb = _mm256_set1_epi32(static_cast<int>(load32(xq + t * 32 + 4 * j)));
+            const __m256i pr = _mm256_maddubs_epi16(xb, wq);
+            s16[t] = j == j0 ? pr : _mm256_add_epi16(s16[t], pr);
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < kT; ++t) acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(s16[t], ones16));
+    }
+    const __m256 dw = _mm256_load_ps(reinterpret_cast<const float*>(p + P::kD));
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t)
+      accf[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(dw, _mm256_set1_ps(xd[t])), accf[t]);
+    if constexpr (L::kMin) {
+      const __m256 mw = _mm256_load_ps(reinterpret_cast<const float*>(p + P::kM));
+#pragma GCC unroll 16
+      for (int t = 0; t < kT; ++t) accf[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xs[t]), accf[t]);
+    }
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)), lane);
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) {
+    if (valid >= 8) {
+      _mm256_storeu_ps(y + t * ys, accf[t]);
+    } else {
+      _mm256_maskstore_ps(y + t * ys, mask, accf[t]);
+    }
+  }
+}
+
+template <typename B, int kT>
+void micro_tokens(int64_t nb, const Y32* p, const XStage& st, int64_t tokens, float* y, size_t ys, int64_t valid) {
+  int64_t t = 0;
+  auto run = [&](auto tag) {
+    constexpr int kN = decltype(tag)::value;
+    micro<B, kN>(nb, p, st.q + t * 32, st.d + t, st.s + t, y + t * ys, ys, valid);
+    t += kN;
+  };
+  for (; t + kT <= tokens;) run(std::integral_constant<int, kT>{});
+  if (tokens - t >= 4) run(std::integral_constant<int, 4>{});
+  if (tokens - t >= 2) run(std::integral_constant<int, 2>{});
+  if (tokens - t >= 1) run(std::integral_constant<int, 1>{});
+}
+
+constexpr int64_t kMinTileTokens = 2;
+
+template <typename B>
+void tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* x, size_t x_stride, int64_t tokens,
+          float* y, size_t y_stride) {
+  using L = Layout<B>;
+  using P = Panel<B>;
+  if (tokens < kMinTileTokens) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < tokens; ++t) y[t * y_stride + r] = dot<B>(n, w + r * w_stride, x + t * x_stride);
+    return;
+  }
+  const int64_t nb = n / kQK;
+  const size_t xq_regs = static_cast<size_t>(nb) * kXStride / 32;
+  const size_t xf_regs = static_cast<size_t>(nb) * kTok * 4 / 32;
+  Y32* xbuf = t_xbuf.get(xq_regs + 2 * xf_regs);
+  const XStage st{xbuf[0].b, reinterpret_cast<float*>(xbuf + xq_regs),
+                  reinterpret_cast<float*>(xbuf + xq_regs + xf_regs)};
+  Y32* panel = t_wbuf.get(static_cast<size_t>(nb) * P::kRegs);
+  for (int64_t t0 = 0; t0 < tokens; t0 += kTok) {
+    const int64_t tc = min64(kTok, tokens - t0);
+    stage_x<!P::kSign, L::kMin>(x + t0 * x_stride, x_stride, tc, nb, st);
+    float* yt = y + t0 * y_stride;
+    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+      const int64_t valid = min64(rows - r0, 8);
+      repack<B>(w + r0 * w_stride, w_stride, valid, nb, panel);
+      micro_tokens<B, (P::kSign ? 4 : 6)>(nb, panel, st, tc, yt + r0, y_stride, valid);
+    }
+  }
+}
+
+template <typename B>
+void fill(DotKernels& k) {
+  k.dot = dot<B>;
+  k.tile = tile<B>;
+  k.quantize_x = quantize_x_q8_0;
+}
+
+}  // namespace
 
 void register_legacy_avx2(DType t, DotKernels& k) {
-  (void)t;
-  (void)k;
+  switch (t) {
+    case DType::Q4_0:
+      fill<BlockQ4_0>(k);
+      break;
+    case DType::Q4_1:
+      fill<BlockQ4_1>(k);
+      break;
+    case DType::Q5_0:
+      fill<BlockQ5_0>(k);
+      break;
+    case DType::Q5_1:
+      fill<BlockQ5_1>(k);
+      break;
+    case DType::Q8_0:
+      fill<BlockQ8_0>(k);
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace pagoda::simd

@@ -1,14 +1,547 @@
 // avx512 bodies of the legacy format kernels (see dot_kernels.h, simd_registry.h). This
-// file is compiled for avx512 only and called only when the CPU has it.
+// file is compiled for avx512 (F, BW, VL, DQ, VNNI) only and called only when the CPU
+// has it.
+//
+// Everything here has internal linkage and uses no std:: templates over shared types, so
+// no AVX-512 copy of an inline function can be picked by the linker for code that runs on
+// other CPUs.
+//
+// dot (decode, a GEMV bound by memory bandwidth): four blocks per step, two per 512-bit
+// register. The weights become unsigned bytes u = q + offset (legacy_layout.h), one dpbusd
+// gives sum(u * x) and a second the offset's share, and the eight per-block FP16 scales of
+// a step are spread over their lanes with one word permute each for weights and
+// activations, so each block costs a handful of instructions and one FMA per pair.
+//
+// tile (prefill, compute bound): rows in lanes. Sixteen weight rows are transposed into
+// eight registers per block (lane r = 4 consecutive quants of row r, as signed bytes),
+// once per call; each activation dword is broadcast to all lanes, so one dpbusd does 64
+// multiply-adds for 16 rows, and a 16 x 12 register block of rows x tokens reuses every
+// load. dpbusd multiplies u8 by s8: the activations are staged as x + 128 (0..255 for any
+// int8 x) and the weights stay signed, so the correction -128 * sum(w) is per row and
+// block, computed once at repack. Per token and block the 8 dpbusd share the multiply
+// pipes with one cvt, mul and FMA for the block scales, which bounds the kernel at about
+// 80% of the dpbusd peak; on Zen 5 it reaches ~65% (650-700 GFLOPS per core, measured
+// with bench/micro/legacy_bench.cc), repacking included.
+//
+// GCC 12's AVX-512 headers seed many intrinsics with a self-initialized "undefined"
+// register (GCC PR105593), which -Wuninitialized reports once they are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/legacy_layout.h"
 #include "kernels/simd_registry.h"
+#include "quant/blocks.h"
 
 namespace pagoda::simd {
+namespace {
+
+using legacy::kXBytes;
+using legacy::kXQs;
+using legacy::Layout;
+
+struct alignas(64) Z64 {
+  uint8_t b[64];
+};
+
+inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint16_t load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline float half(const uint8_t* p) { return _cvtsh_ss(load16(p)); }
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float hsum(__m512 v) { return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1))); }
+
+// ---------------------------------------------------------------- activations
+
+// quant::quantize_row_q8_0_activation bit for bit: amax ignores NaN like the scalar
+// loop's `a > amax` (vmaxps returns its second operand when either is NaN), and the
+// rounding is nearest_int's own: clamp, add 1.5 * 2^23, keep the low byte of the bits.
+void quantize_x_q8_0(const float* src, void* dst, int64_t n) {
+  auto* out = static_cast<BlockQ8_0*>(dst);
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 lim = _mm512_set1_ps(legacy::kRoundLimit);
+  const __m512 nlim = _mm512_set1_ps(-legacy::kRoundLimit);
+  const __m512 magic = _mm512_set1_ps(legacy::kRoundMagic);
+  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
+    const __m512 v0 = _mm512_loadu_ps(src);
+    const __m512 v1 = _mm512_loadu_ps(src + 16);
+    const __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_max_ps(_mm512_abs_ps(v1), zero));
+    const float amax = _mm512_reduce_max_ps(m);
+    out[i].d = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
+    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+    // min(lim, q) / max(-lim, q) keep a NaN q, as the scalar ternaries do.
+    __m512 q0 = _mm512_max_ps(nlim, _mm512_min_ps(lim, _mm512_mul_ps(v0, id)));
+    __m512 q1 = _mm512_max_ps(nlim, _mm512_min_ps(lim, _mm512_mul_ps(v1, id)));
+    q0 = _mm512_add_ps(q0, magic);
+    q1 = _mm512_add_ps(q1, magic);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[i].qs), _mm512_cvtepi32_epi8(_mm512_castps_si512(q0)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[i].qs + 16), _mm512_cvtepi32_epi8(_mm512_castps_si512(q1)));
+  }
+}
+
+// ---------------------------------------------------------------- dot (GEMV)
+
+// Word indices for one vpermt2w that spreads the FP16 field at byte kAt of four
+// consecutive kBytes-byte blocks over eight lanes each (lanes 8k..8k+7 = block k). Its
+// first source is the 64 bytes at the group's start, the second the 64 bytes at word
+// second_words<kBytes>(), both inside the group (4 * kBytes >= 72 bytes).
+struct Idx32 {
+  alignas(64) int16_t v[32];
+};
+
+template <int kBytes>
+constexpr int second_words() {
+  return 2 * kBytes - 32 < 32 ? 2 * kBytes - 32 : 32;
+}
+
+template <int kBytes, int kAt>
+constexpr Idx32 spread_index() {
+  Idx32 r{};
+  for (int i = 0; i < 32; ++i) {
+    const int p = ((i / 8) * kBytes + kAt) / 2;
+    r.v[i] = static_cast<int16_t>(p < 32 ? p : 32 + p - second_words<kBytes>());
+  }
+  return r;
+}
+
+template <int kBytes, int kAt>
+constexpr bool spread_ok() {
+  for (int k = 0; k < 4; ++k) {
+    const int p = (k * kBytes + kAt) / 2;
+    if (p >= 32 && (p < second_words<kBytes>() || p >= second_words<kBytes>() + 32)) return false;
+  }
+  return kBytes % 2 == 0 && kAt % 2 == 0 && 4 * kBytes >= 64 + 2 * second_words<kBytes>();
+}
+
+template <int kBytes, int kAt>
+inline constexpr Idx32 kSpread = spread_index<kBytes, kAt>();
+
+template <int kBytes, int kAt>
+inline __m512i spread_fp16(const uint8_t* group) {
+  static_assert(spread_ok<kBytes, kAt>());
+  const __m512i lo = _mm512_loadu_si512(group);
+  const __m512i hi = _mm512_loadu_si512(group + 2 * second_words<kBytes>());
+  return _mm512_permutex2var_epi16(lo, _mm512_load_si512(kSpread<kBytes, kAt>.v), hi);
+}
+inline __m512 half_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_castsi512_si256(v)); }
+inline __m512 half_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)); }
+
+// Weight blocks a and b as unsigned bytes u = q + offset, in value order (a's 32, b's 32).
+template <typename B>
+inline __m512i weights_pair(const uint8_t* a, const uint8_t* b) {
+  using L = Layout<B>;
+  if constexpr (L::kBits == 8) {
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(load256(a + L::kQs)), load256(b + L::kQs), 1);
+    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    // [qs_a, qs_a, qs_b, qs_b], then low nibbles in the even 128-bit lanes, high in the odd.
+    __m512i v = _mm512_broadcast_i32x4(load128(a + L::kQs));
+    v = _mm512_mask_broadcast_i32x4(v, 0xFF00, load128(b + L::kQs));
+    // Shift counts per 16-bit word: 0 in the even 128-bit lanes, 4 in the odd ones.
+    const long long k4 = 0x0004000400040004LL;
+    const __m512i counts = _mm512_set_epi64(k4, k4, 0, 0, k4, k4, 0, 0);
+    v = _mm512_and_si512(_mm512_srlv_epi16(v, counts), _mm512_set1_epi8(0x0f));
+    if constexpr (L::kBits == 5) {
+      const uint64_t h = load32(a + L::kQh) | (static_cast<uint64_t>(load32(b + L::kQh)) << 32);
+      v = _mm512_mask_add_epi8(v, _cvtu64_mask64(h), v, _mm512_set1_epi8(16));
+    }
+    return v;
+  }
+}
+
+// One weight block as unsigned bytes, for the tail of a row.
+template <typename B>
+inline __m256i weights_one(const uint8_t* a) {
+  using L = Layout<B>;
+  if constexpr (L::kBits == 8) {
+    return _mm256_xor_si256(load256(a + L::kQs), _mm256_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    const __m128i q = load128(a + L::kQs);
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+    if constexpr (L::kBits == 5)
+      v = _mm256_mask_add_epi8(v, _cvtu32_mask32(load32(a + L::kQh)), v, _mm256_set1_epi8(16));
+    return v;
+  }
+}
+
+inline __m512i x_pair(const uint8_t* a, const uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a + kXQs)), load256(b + kXQs), 1);
+}
+
+template <typename B>
+float dot(int64_t n, const void* wv, const void* xv) {
+  using L = Layout<B>;
+  constexpr int kB = sizeof(B);
+  const auto* w = static_cast<const uint8_t*>(wv);
+  const auto* x = static_cast<const uint8_t*>(xv);
+  const int64_t nb = n / kQK;
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i off = _mm512_set1_epi8(static_cast<char>(L::kMin ? 1 : L::kOffset));
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 accm0 = _mm512_setzero_ps(), accm1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    const uint8_t* wg = w + i * kB;
+    const uint8_t* xg = x + i * kXBytes;
+    const __m512i xd = spread_fp16<kXBytes, 0>(xg);
+    const __m512i wd = spread_fp16<kB, 0>(wg);
+    const __m512 xs0 = half_lo(xd), xs1 = half_hi(xd);
+    const __m512 s0 = _mm512_mul_ps(half_lo(wd), xs0);
+    const __m512 s1 = _mm512_mul_ps(half_hi(wd), xs1);
+    const __m512i x0 = x_pair(xg, xg + kXBytes);
+    const __m512i x1 = x_pair(xg + 2 * kXBytes, xg + 3 * kXBytes);
+    const __m512i u0 = weights_pair<B>(wg, wg + kB);
+    const __m512i u1 = weights_pair<B>(wg + 2 * kB, wg + 3 * kB);
+    __m512i d0 = _mm512_dpbusd_epi32(zero, u0, x0);
+    __m512i d1 = _mm512_dpbusd_epi32(zero, u1, x1);
+    // The offset's share (or, with a min, the plain sum of x).
+    const __m512i c0 = _mm512_dpbusd_epi32(zero, off, x0);
+    const __m512i c1 = _mm512_dpbusd_epi32(zero, off, x1);
+    if constexpr (L::kMin) {
+      const __m512i md = spread_fp16<kB, L::kM>(wg);
+      accm0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c0), _mm512_mul_ps(half_lo(md), xs0), accm0);
+      accm1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c1), _mm512_mul_ps(half_hi(md), xs1), accm1);
+    } else {
+      d0 = _mm512_sub_epi32(d0, c0);
+      d1 = _mm512_sub_epi32(d1, c1);
+    }
+    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc1);
+  }
+  acc0 = _mm512_add_ps(acc0, acc1);
+  if constexpr (L::kMin) acc0 = _mm512_add_ps(acc0, _mm512_add_ps(accm0, accm1));
+  __m256 tail = _mm256_setzero_ps();
+  const __m256i zero8 = _mm256_setzero_si256();
+  for (; i < nb; ++i) {
+    const uint8_t* wb = w + i * kB;
+    const uint8_t* xb = x + i * kXBytes;
+    const __m256i xq = load256(xb + kXQs);
+    __m256i d = _mm256_dpbusd_epi32(zero8, weights_one<B>(wb), xq);
+    const __m256i c = _mm256_dpbusd_epi32(zero8, _mm512_castsi512_si256(off), xq);
+    const float dx = half(xb);
+    if constexpr (L::kMin) {
+      tail = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(half(wb + L::kM) * dx), tail);
+    } else {
+      d = _mm256_sub_epi32(d, c);
+    }
+    tail = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(half(wb) * dx), tail);
+  }
+  return hsum(acc0) + hsum(tail);
+}
+
+// ---------------------------------------------------------------- tile (GEMM)
+
+// Per-thread staging buffers of the tile body, grown on demand and kept.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { delete[] p_; }
+  Z64* get(size_t n) {
+    if (n > cap_) {
+      delete[] p_;
+      p_ = new Z64[n];
+      cap_ = n;
+    }
+    return p_;
+  }
+
+ private:
+  Z64* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+thread_local Buffer t_xbuf;
+thread_local Buffer t_wbuf;
+
+constexpr int kTok = legacy::kTileTokens;
+constexpr int kXStride = kTok * 32;  // bytes of staged quants per block
+
+// Staged activations of up to kTok tokens, block-major so a micro-kernel reaches token t
+// of block b at a constant offset: q[b][t] = x + 128 (32 bytes), d[b][t] = fp32 scale,
+// s[b][t] = d * sum(x) (only for formats with a min).
+struct XStage {
+  uint8_t* q;
+  float* d;
+  float* s;
+};
+
+template <bool kMin>
+void stage_x(const uint8_t* x, size_t x_stride, int64_t tokens, int64_t nb, const XStage& st) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const uint8_t* row = x + t * x_stride;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * kXBytes;
+      const __m256i u = _mm256_xor_si256(load256(blk + kXQs), flip);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(st.q + b * kXStride + t * 32), u);
+      const float dx = half(blk);
+      st.d[b * kTok + t] = dx;
+      if constexpr (kMin) {
+        const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+        const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        const int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
+        st.s[b * kTok + t] = dx * static_cast<float>(sum);
+      }
+    }
+  }
+}
+
+// A repacked panel of 16 weight rows, per block: 8 registers of quants (lane r = bytes
+// 4j..4j+3 of row r, signed), the FP32 row scales, -128 * the row's sum of quants, and the
+// FP32 mins for Q4_1/Q5_1.
+template <typename B>
+constexpr int panel_regs() {
+  return Layout<B>::kMin ? 11 : 10;
+}
+constexpr int kPanelD = 8, kPanelC = 9, kPanelM = 10;
+
+// Repacks rows [0, valid) of the weights at w (row stride ws) into `out`, panel_regs<B>()
+// registers per block. Rows past `valid` repeat the last row (their outputs are never
+// stored).
+template <typename B>
+void repack(const uint8_t* w, size_t ws, int64_t valid, int64_t nb, Z64* out) {
+  using L = Layout<B>;
+  constexpr int kB = sizeof(B);
+  const uint8_t* rp[16];
+  for (int r = 0; r < 16; ++r) rp[r] = w + (r < valid ? r : valid - 1) * ws;
+  const __m512i ones = _mm512_set1_epi8(1);
+  const __m512i lo4 = _mm512_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nb; ++b, out += panel_regs<B>()) {
+    const int64_t at = b * kB;
+    // The dword at byte `byte` of block b of each row.
+    auto gather16 = [&](int byte) {
+      // Through memory: cheaper than vpgatherdd here, and the failed store forwarding
+      // only adds latency, which the out-of-order core hides behind other blocks.
+      alignas(64) uint32_t tmp[16];
+      for (int r = 0; r < 16; ++r) tmp[r] = load32(rp[r] + at + byte);
+      return _mm512_load_si512(tmp);
+    };
+    __m512i q[8];
+    // 16 rows x 4 dwords -> 4 registers of one dword from each row, lanes in row order.
+    auto transpose4 = [&](int byte0, __m512i* t) {
+      __m512i z[4];
+      for (int g = 0; g < 4; ++g) {
+        __m512i v = _mm512_castsi128_si512(load128(rp[g] + at + byte0));
+        v = _mm512_inserti32x4(v, load128(rp[g + 4] + at + byte0), 1);
+        v = _mm512_inserti32x4(v, load128(rp[g + 8] + at + byte0), 2);
+        z[g] = _mm512_inserti32x4(v, load128(rp[g + 12] + at + byte0), 3);
+      }
+      const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]);
+      const __m512i a1 = _mm512_unpackhi_epi32(z[0], z[1]);
+      const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]);
+      const __m512i a3 = _mm512_unpackhi_epi32(z[2], z[3]);
+      t[0] = _mm512_unpacklo_epi64(a0, a2);
+      t[1] = _mm512_unpackhi_epi64(a0, a2);
+      t[2] = _mm512_unpacklo_epi64(a1, a3);
+      t[3] = _mm512_unpackhi_epi64(a1, a3);
+    };
+    if constexpr (L::kBits == 8) {
+      transpose4(L::kQs, q);
+      transpose4(L::kQs + 16, q + 4);
+    } else {
+      __m512i t[4];
+      transpose4(L::kQs, t);
+      for (int j = 0; j < 4; ++j) {
+        q[j] = _mm512_and_si512(t[j], lo4);
+        q[j + 4] = _mm512_and_si512(_mm512_srli_epi16(t[j], 4), lo4);
+      }
+      if constexpr (L::kBits == 5) {
+        // Bit v of a row's qh is value v's fifth bit: replicate qh byte k over the 4 bytes
+        // of its dword, then test each byte against its own bit. Q5_0 wants
+        // (nibble | bit << 4) - 16, i.e. nibble - 16 where the bit is clear.
+        const __m512i qh = gather16(L::kQh);
+        const __m512i bits_lo = _mm512_set1_epi32(0x08040201);
+        const __m512i bits_hi = _mm512_set1_epi32(static_cast<int>(0x80402010u));
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        // pshufb indices of the first byte of each dword in its 128-bit lane, 4 times.
+        const __m512i dword_base = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0);
+        for (int k = 0; k < 4; ++k) {
+          const __m512i rep =
+              _mm512_shuffle_epi8(qh, _mm512_add_epi8(dword_base, _mm512_set1_epi8(static_cast<char>(k))));
+          // Byte k holds values 8k..8k+7: the low nibble is dword 2k's 4 values, the high
+          // nibble dword 2k+1's.
+          __m512i& v0 = q[2 * k];
+          __m512i& v1 = q[2 * k + 1];
+          if constexpr (L::kOffset != 0) {
+            static_assert(L::kOffset == 16);
+            v0 = _mm512_mask_sub_epi8(v0, _mm512_testn_epi8_mask(rep, bits_lo), v0, sixteen);
+            v1 = _mm512_mask_sub_epi8(v1, _mm512_testn_epi8_mask(rep, bits_hi), v1, sixteen);
+          } else {
+            v0 = _mm512_mask_add_epi8(v0, _mm512_test_epi8_mask(rep, bits_lo), v0, sixteen);
+            v1 = _mm512_mask_add_epi8(v1, _mm512_test_epi8_mask(rep, bits_hi), v1, sixteen);
+          }
+        }
+      } else if constexpr (L::kOffset != 0) {
+        const __m512i o = _mm512_set1_epi8(static_cast<char>(L::kOffset));
+        for (int j = 0; j < 8; ++j) q[j] = _mm512_sub_epi8(q[j], o);
+      }
+    }
+    // Row sums of the signed quants, for the -128 * sum(w) correction. Nibble formats add
+    // bytes first: 8 values fit a signed byte (Q4_0 -64..56, Q5_0 -128..120, Q4_1 0..120),
+    // Q5_1 needs two halves (0..124 each); Q8_0 sums in dwords directly.
+    __m512i sum = _mm512_setzero_si512();
+    if constexpr (L::kBits == 8) {
+      for (int j = 0; j < 8; ++j) sum = _mm512_dpbusd_epi32(sum, ones, q[j]);
+    } else {
+      const __m512i s0 = _mm512_add_epi8(_mm512_add_epi8(q[0], q[1]), _mm512_add_epi8(q[2], q[3]));
+      const __m512i s1 = _mm512_add_epi8(_mm512_add_epi8(q[4], q[5]), _mm512_add_epi8(q[6], q[7]));
+      if constexpr (L::kBits == 5 && L::kMin) {
+        sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum, ones, s0), ones, s1);
+      } else {
+        sum = _mm512_dpbusd_epi32(sum, ones, _mm512_add_epi8(s0, s1));
+      }
+    }
+    for (int j = 0; j < 8; ++j) _mm512_store_si512(out + j, q[j]);
+    const __m512i dm = gather16(0);
+    _mm512_store_ps(out + kPanelD, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm)));
+    _mm512_store_si512(out + kPanelC, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
+    if constexpr (L::kMin) {
+      static_assert(L::kM == 2);
+      _mm512_store_ps(out + kPanelM, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16))));
+    }
+  }
+}
+
+// 16 rows by kT tokens: y[t * ys + r] for the panels at p and the staged tokens at xq/xd/xs
+// (already offset to the first token). kT = 12 keeps 12 integer and 12 float accumulators
+// in registers and 12 independent dpbusd chains in flight.
+template <bool kMin, int kT>
+void micro(int64_t nb, const Z64* p, const uint8_t* xq, const float* xd, const float* xs, float* y, size_t ys,
+           int64_t valid) {
+  constexpr int kR = kMin ? 11 : 10;
+  __m512 accf[kT];
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) accf[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, p += kR, xq += kXStride, xd += kTok, xs += kTok) {
+    __m512i acc[kT];
+    const __m512i c = _mm512_load_si512(p + kPanelC);
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t) acc[t] = c;
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i wq = _mm512_load_si512(p + j);
+#pragma GCC unroll 16
+      for (int t = 0; t < kT; ++t)
+        acc[t] = _mm512_dpbusd_epi32(acc[t], _mm512_set1_epi32(static_cast<int>(load32(xq + t * 32 + 4 * j))), wq);
+    }
+    const __m512 dw = _mm512_load_ps(p + kPanelD);
+#pragma GCC unroll 16
+    for (int t = 0; t < kT; ++t)
+      accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_mul_ps(dw, _mm512_set1_ps(xd[t])), accf[t]);
+    if constexpr (kMin) {
+      const __m512 mw = _mm512_load_ps(p + kPanelM);
+#pragma GCC unroll 16
+      for (int t = 0; t < kT; ++t) accf[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[t]), accf[t]);
+    }
+  }
+  const __mmask16 mask = valid >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << valid) - 1);
+#pragma GCC unroll 16
+  for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ys, mask, accf[t]);
+}
+
+// All staged tokens against one panel: blocks of 12, then the rest as 8 + 2 + 1 at most.
+template <bool kMin>
+void micro_tokens(int64_t nb, const Z64* p, const XStage& st, int64_t tokens, float* y, size_t ys, int64_t valid) {
+  int64_t t = 0;
+  auto run = [&](auto tag) {
+    constexpr int kN = decltype(tag)::value;
+    micro<kMin, kN>(nb, p, st.q + t * 32, st.d + t, st.s + t, y + t * ys, ys, valid);
+    t += kN;
+  };
+  while (t + 12 <= tokens) run(std::integral_constant<int, 12>{});
+  if (tokens - t >= 8) run(std::integral_constant<int, 8>{});
+  if (tokens - t >= 4) run(std::integral_constant<int, 4>{});
+  if (tokens - t >= 2) run(std::integral_constant<int, 2>{});
+  if (tokens - t >= 1) run(std::integral_constant<int, 1>{});
+}
+
+// With a single token repacking costs about as much as the dots it feeds: dot instead.
+constexpr int64_t kMinTileTokens = 2;
+
+template <typename B>
+void tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* x, size_t x_stride, int64_t tokens,
+          float* y, size_t y_stride) {
+  using L = Layout<B>;
+  if (tokens < kMinTileTokens) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < tokens; ++t) y[t * y_stride + r] = dot<B>(n, w + r * w_stride, x + t * x_stride);
+    return;
+  }
+  const int64_t nb = n / kQK;
+  // Staged activations: quants (kXStride bytes per block), then d and s (kTok floats each).
+  const size_t xq_regs = static_cast<size_t>(nb) * kXStride / 64;
+  const size_t xf_regs = static_cast<size_t>(nb) * kTok * 4 / 64;
+  Z64* xbuf = t_xbuf.get(xq_regs + 2 * xf_regs);
+  const XStage st{xbuf[0].b, reinterpret_cast<float*>(xbuf + xq_regs),
+                  reinterpret_cast<float*>(xbuf + xq_regs + xf_regs)};
+  Z64* panel = t_wbuf.get(static_cast<size_t>(nb) * panel_regs<B>());
+  for (int64_t t0 = 0; t0 < tokens; t0 += kTok) {
+    const int64_t tc = min64(kTok, tokens - t0);
+    stage_x<L::kMin>(x + t0 * x_stride, x_stride, tc, nb, st);
+    float* yt = y + t0 * y_stride;
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+      const int64_t valid = min64(rows - r0, 16);
+      repack<B>(w + r0 * w_stride, w_stride, valid, nb, panel);
+      micro_tokens<L::kMin>(nb, panel, st, tc, yt + r0, y_stride, valid);
+    }
+  }
+}
+
+template <typename B>
+void fill(DotKernels& k) {
+  k.dot = dot<B>;
+  k.tile = tile<B>;
+  k.quantize_x = quantize_x_q8_0;
+}
+
+}  // namespace
 
 void register_legacy_avx512(DType t, DotKernels& k) {
-  (void)t;
-  (void)k;
+  switch (t) {
+    case DType::Q4_0:
+      fill<BlockQ4_0>(k);
+      break;
+    case DType::Q4_1:
+      fill<BlockQ4_1>(k);
+      break;
+    case DType::Q5_0:
+      fill<BlockQ5_0>(k);
+      break;
+    case DType::Q5_1:
+      fill<BlockQ5_1>(k);
+      break;
+    case DType::Q8_0:
+      fill<BlockQ8_0>(k);
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace pagoda::simd
