@@ -51,7 +51,11 @@ TEST_P(ForwardTest, IncrementalDecodeMatchesBatchedPrefill) {
     ASSERT_TRUE((*model)->forward(std::span<const int32_t>(&prompt[t], 1), static_cast<int32_t>(t), kv_inc,
                                   one.data())
                     .is_ok());
-    for (int32_t v = 0; v < V; ++v) ASSERT_NEAR(one[v], all[t * V + v], 1e-3) << "position " << t;
+    // Decode runs the GEMV kernels and prefill the tiled ones: the same arithmetic summed
+    // in another order, and a last-bit difference can round a K/V value to the other
+    // neighbouring FP16 (2^-11 relative). A wrong cache gives differences of order one.
+    for (int32_t v = 0; v < V; ++v)
+      ASSERT_NEAR(one[v], all[t * V + v], 1e-3 * (1.0 + std::fabs(all[t * V + v]))) << "position " << t;
   }
 }
 
