@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -54,8 +55,9 @@ TEST_P(ForwardTest, IncrementalDecodeMatchesBatchedPrefill) {
     // Decode runs the GEMV kernels and prefill the tiled ones: the same arithmetic summed
     // in another order, and a last-bit difference can round a K/V value to the other
     // neighbouring FP16 (2^-11 relative). A wrong cache gives differences of order one.
-    for (int32_t v = 0; v < V; ++v)
-      ASSERT_NEAR(one[v], all[t * V + v], 1e-3 * (1.0 + std::fabs(all[t * V + v]))) << "position " << t;
+    float scale = 1.0f;
+    for (int32_t v = 0; v < V; ++v) scale = std::max(scale, std::fabs(all[t * V + v]));
+    for (int32_t v = 0; v < V; ++v) ASSERT_NEAR(one[v], all[t * V + v], 2e-4 * scale) << "position " << t;
   }
 }
 
