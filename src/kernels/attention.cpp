@@ -1,42 +1,38 @@
+// Front of attention_causal: splits the work into units (attention_kernels.h) and runs
+// them on the best body for this CPU.
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <vector>
 
 #include "base/fp16.h"
+#include "kernels/attention_kernels.h"
+#include "kernels/simd_target.h"
 
 namespace pagoda {
+namespace attn {
 
-void attention_causal(const float* q, int64_t n_tokens, int32_t pos0, const uint16_t* k,
-                      const uint16_t* v, const AttentionParams& p, float* out, ThreadPool& pool) {
-  const int32_t hd = p.head_dim;
-  const int64_t q_stride = static_cast<int64_t>(p.n_heads) * hd;
-  const int64_t kv_stride = static_cast<int64_t>(p.n_kv_heads) * hd;
-  const int32_t group = p.n_heads / p.n_kv_heads;
-  pool.parallel_for(n_tokens * p.n_heads, 1, [&](int64_t b, int64_t e, int) {
-    // Per-thread scratch: one row of scores (linear in context), reused across calls.
-    thread_local std::vector<float> scores;
-    thread_local std::vector<float> qh, acc;
-    qh.resize(hd);
-    acc.resize(hd);
-    for (int64_t job = b; job < e; ++job) {
-      const int64_t t = job / p.n_heads;
-      const int32_t h = static_cast<int32_t>(job % p.n_heads);
-      const int32_t kvh = h / group;
-      const int32_t pos = pos0 + static_cast<int32_t>(t);
-      const int32_t lo = p.window > 0 ? std::max(0, pos - p.window + 1) : 0;
-      const int32_t len = pos - lo + 1;
-      scores.resize(static_cast<size_t>(len));
+// The reference body: one token and head at a time, every sum in order.
+void attend_scalar(const Unit& u) {
+  const int32_t hd = u.head_dim;
+  float* scores = u.scratch;
+  float* qh = u.scratch + u.ld;
+  for (int32_t t = 0; t < u.n_tokens; ++t) {
+    const int32_t pos = u.hi + t;
+    const int32_t lo = u.window > 0 ? std::max(u.lo, pos - u.window + 1) : u.lo;
+    const int32_t len = pos - lo + 1;
+    for (int32_t h = 0; h < u.n_heads; ++h) {
+      const float* qs = u.q + t * u.q_stride + static_cast<int64_t>(h) * hd;
       // Q is rounded to FP16 like the cached K it meets, as llama.cpp does.
-      const float* qs = q + t * q_stride + static_cast<int64_t>(h) * hd;
       for (int32_t i = 0; i < hd; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(qs[i]));
       float m = -INFINITY;
       for (int32_t j = lo; j <= pos; ++j) {
-        const uint16_t* kr = k + j * kv_stride + static_cast<int64_t>(kvh) * hd;
+        const uint16_t* kr = u.k + j * u.kv_stride;
         float s = 0.0f;
         for (int32_t i = 0; i < hd; ++i) s += qh[i] * fp16_to_fp32(kr[i]);
-        s *= p.scale;
+        s *= u.scale;
         scores[j - lo] = s;
         m = std::max(m, s);
       }
@@ -48,14 +44,99 @@ void attention_causal(const float* q, int64_t n_tokens, int32_t pos0, const uint
       // Probabilities are rounded to FP16 before weighting the FP16 values, matching
       // llama.cpp's V x softmax product so greedy outputs agree token for token.
       const float inv = static_cast<float>(1.0 / sum);
-      std::fill(acc.begin(), acc.end(), 0.0f);
+      float* o = u.out + t * u.q_stride + static_cast<int64_t>(h) * hd;
+      std::fill(o, o + hd, 0.0f);
       for (int32_t j = 0; j < len; ++j) {
         const float w = fp16_to_fp32(fp32_to_fp16(scores[j] * inv));
-        const uint16_t* vr = v + (lo + j) * kv_stride + static_cast<int64_t>(kvh) * hd;
-        for (int32_t i = 0; i < hd; ++i) acc[i] += w * fp16_to_fp32(vr[i]);
+        const uint16_t* vr = u.v + (lo + j) * u.kv_stride;
+        for (int32_t i = 0; i < hd; ++i) o[i] += w * fp16_to_fp32(vr[i]);
       }
-      float* o = out + t * q_stride + static_cast<int64_t>(h) * hd;
-      for (int32_t i = 0; i < hd; ++i) o[i] = acc[i];
+    }
+  }
+}
+
+}  // namespace attn
+
+attn::Body attn::body_for(SimdTarget t, int32_t head_dim) {
+  if (t >= SimdTarget::kAvx512 && head_dim % 16 == 0) return attn::attend_avx512;
+  if (t >= SimdTarget::kAvx2 && head_dim % 8 == 0) return attn::attend_avx2;
+  return attn::attend_scalar;
+}
+
+namespace {
+
+attn::Body pick_body(int32_t head_dim) {
+  static const SimdTarget best = best_simd_target();
+  return attn::body_for(best, head_dim);
+}
+
+// Units of tokens 0..n-1 in the order pairs (0, n-1), (1, n-2), ...: under the causal mask
+// a token's cost grows with its position, so every contiguous run of units (what
+// parallel_for hands a thread) gets about the same amount of work.
+inline int64_t zigzag(int64_t i, int64_t n) { return (i & 1) == 0 ? i / 2 : n - 1 - i / 2; }
+
+}  // namespace
+
+void attention_causal(const float* q, int64_t n_tokens, int32_t pos0, const uint16_t* k, const uint16_t* v,
+                      const AttentionParams& p, float* out, ThreadPool& pool) {
+  attn::run(pick_body(p.head_dim), q, n_tokens, pos0, k, v, p, out, pool);
+}
+
+void attn::run(Body body, const float* q, int64_t n_tokens, int32_t pos0, const uint16_t* k, const uint16_t* v,
+               const AttentionParams& p, float* out, ThreadPool& pool) {
+  assert(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0);
+  if (n_tokens <= 0) return;
+  const int32_t hd = p.head_dim;
+  const int64_t q_stride = static_cast<int64_t>(p.n_heads) * hd;
+  const int64_t kv_stride = static_cast<int64_t>(p.n_kv_heads) * hd;
+  const int32_t group = p.n_heads / p.n_kv_heads;
+  // Units are (KV head, block of consecutive tokens, slice of the group's query heads).
+  // A unit's query rows share every K/V row it loads: a SIMD body puts the rows of a block
+  // (about 16: tokens x heads of the group) in vector lanes. Decode has one token; there
+  // the group is sliced only as far as needed for the threads to get equal shares (few KV
+  // heads): the fewest slices that make the unit count a multiple of the thread count, or
+  // at least 4 units a thread.
+  const int32_t block = body == attend_scalar || n_tokens == 1 ? 1 : std::max(1, 32 / group);
+  const int64_t n_blocks = (n_tokens + block - 1) / block;
+  const int64_t base_units = n_blocks * p.n_kv_heads;
+  const int64_t threads = pool.num_threads();
+  int32_t slices = 1;
+  while (slices < group && (base_units * slices) % threads != 0 && base_units * slices < 4 * threads) ++slices;
+  const int32_t per_slice = (group + slices - 1) / slices;
+  slices = (group + per_slice - 1) / per_slice;
+  const int32_t total = pos0 + static_cast<int32_t>(n_tokens);
+  const int32_t max_len = p.window > 0 ? std::min<int32_t>(p.window + block - 1, total) : total;
+  const size_t scratch = scratch_floats(block * per_slice, hd, max_len);
+  const int64_t units = base_units * slices;
+  pool.parallel_for(units, 1, [&](int64_t b, int64_t e, int) {
+    // Per-thread scratch (score rows and rounded queries), grown on demand, never shrunk.
+    thread_local std::vector<float> buf;
+    if (buf.size() < scratch) buf.resize(scratch);
+    for (int64_t job = b; job < e; ++job) {
+      const int32_t kvh = static_cast<int32_t>(job / (n_blocks * slices));
+      const int64_t rest = job % (n_blocks * slices);
+      const int64_t t0 = zigzag(rest / slices, n_blocks) * block;
+      const int32_t h0 = static_cast<int32_t>(rest % slices) * per_slice;
+      const int32_t pos = pos0 + static_cast<int32_t>(t0);
+      Unit u;
+      const int64_t head = static_cast<int64_t>(kvh) * group + h0;
+      u.q = q + t0 * q_stride + head * hd;
+      u.out = out + t0 * q_stride + head * hd;
+      u.q_stride = q_stride;
+      u.n_tokens = static_cast<int32_t>(std::min<int64_t>(block, n_tokens - t0));
+      u.n_heads = std::min(per_slice, group - h0);
+      u.head_dim = hd;
+      u.k = k + static_cast<int64_t>(kvh) * hd;
+      u.v = v + static_cast<int64_t>(kvh) * hd;
+      u.kv_stride = kv_stride;
+      u.lo = p.window > 0 ? std::max(0, pos - p.window + 1) : 0;
+      u.hi = pos;
+      u.window = p.window;
+      u.scale = p.scale;
+      u.rows_in_lanes = n_tokens > 1 || group >= 16;
+      u.scratch = buf.data();
+      u.ld = score_stride(u.hi + u.n_tokens - u.lo);
+      body(u);
     }
   });
 }

@@ -5,6 +5,15 @@
 // sum, probabilities rounded to FP16 before the V product). GQA/MQA: query head h reads KV head h / (n_heads /
 // n_kv_heads); KV is never duplicated. The paged, block-table version belongs to the
 // engine issue; this one serves single-sequence generation.
+//
+// The contract, exactly: q rounded to FP16; s_j = scale * (q . k_j) summed in float;
+// p_j = expf(s_j - max_j s_j) (libm's expf, bit for bit); sum = the p_j added in double;
+// w_j = FP16(p_j * float(1 / sum)); out = sum_j w_j v_j in float. Bodies (scalar, avx2,
+// avx512; attention_kernels.h) differ only in the order of the float and double sums.
+// Work is split over the pool by (KV head, block of tokens): all query heads of a group,
+// and in prefill about 32 / group consecutive tokens, share each K/V row load. Results do
+// not depend on the thread count. Cost: O(n_tokens * context * n_heads * head_dim); no
+// allocation once each pool thread's scratch (~32 rows of context floats) has grown.
 #pragma once
 
 #include <cstdint>

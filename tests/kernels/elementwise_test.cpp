@@ -2,7 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
 #include <vector>
 
 namespace pagoda {
@@ -39,6 +45,161 @@ TEST(Activations, SwigluAndGegluMatchDefinitions) {
   for (int i = 0; i < 3; ++i)
     EXPECT_NEAR(g3[i], 0.5 * g2[i] * (1 + std::erf(g2[i] / std::sqrt(2.0))) * u[i], 2e-3);
 }
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// Every SIMD body against the scalar body (elementwise.h says what may differ).
+class ElementwiseSimdTest : public ::testing::TestWithParam<SimdTarget> {};
+
+std::vector<int64_t> sizes() { return {1, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 640, 2048, 5632 + 3}; }
+
+// Gaussian values with a sprinkling of extremes: zeros of both signs, tiny and huge
+// magnitudes (exp overflow and underflow in SwiGLU), and GeGLU's +-10 cut-offs.
+std::vector<float> values(int64_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 10.0f, -10.0f, 9.999f, -9.999f, 88.0f, -88.0f, 95.0f, -95.0f, 120.0f, -120.0f, 1e4f, -1e4f};
+  for (int64_t i = 3; i < n; i += 11) v[i] = special[(i / 11) % 16];
+  return v;
+}
+
+// Distance in units in the last place between two finite floats of the same sign (or zero).
+int64_t ulps(float a, float b) {
+  if (a == b) return 0;
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  if ((ia < 0) != (ib < 0)) return INT64_MAX;
+  return std::llabs(static_cast<int64_t>(ia) - ib);
+}
+
+TEST_P(ElementwiseSimdTest, RmsNormMatchesScalar) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
+  for (int64_t n : sizes()) {
+    const std::vector<float> x = values(n, 1, 3.0f), w = values(n, 2, 1.0f);
+    for (const float* wp : {w.data(), static_cast<const float*>(nullptr)}) {
+      std::vector<float> a(n), b(n), inplace = x;
+      simd.rms_norm(x.data(), wp, n, 1e-6f, a.data());
+      ref.rms_norm(x.data(), wp, n, 1e-6f, b.data());
+      simd.rms_norm(inplace.data(), wp, n, 1e-6f, inplace.data());
+      // Only the order of the double sum differs: the float mean (and so every output)
+      // is the same unless the sum sits on a float rounding boundary, then 1 ulp off.
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_LE(ulps(a[i], b[i]), 2) << "n=" << n << " i=" << i;
+        ASSERT_EQ(a[i], inplace[i]) << "in place, n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseSimdTest, SwigluWithinAFewUlpOfScalar) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
+  for (int64_t n : sizes()) {
+    const std::vector<float> g = values(n, 3, 4.0f), u = values(n, 4, 1.0f);
+    std::vector<float> a = g, b = g;
+    simd.swiglu(a.data(), u.data(), n);
+    ref.swiglu(b.data(), u.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      // exp within 2 ulp of libm's moves silu(g) = g / (1 + e^-g) by at most ~3 ulp
+      // (less where 1 + e^-g absorbs it); the product with b adds no error of its own.
+      // Outputs below 1e-30 are where exp underflows: compare absolutely.
+      if (std::fabs(b[i]) < 1e-30f) ASSERT_NEAR(a[i], b[i], 1e-30f) << "g=" << g[i];
+      else ASSERT_LE(ulps(a[i], b[i]), 4) << "n=" << n << " g=" << g[i] << " " << a[i] << " vs " << b[i];
+    }
+  }
+}
+
+// A dense sweep of the gate over [-100, 100): for g << 0, silu(g) ~ g e^g, so this
+// measures the vector exp itself against libm's across its whole finite range.
+TEST_P(ElementwiseSimdTest, SwigluSweepOfTheExpRange) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
+  const int64_t n = 1 << 20;
+  std::vector<float> g(n), one(n, 1.0f);
+  for (int64_t i = 0; i < n; ++i) g[i] = -100.0f + 200.0f * static_cast<float>(i) / static_cast<float>(n);
+  std::vector<float> a = g, b = g;
+  simd.swiglu(a.data(), one.data(), n);
+  ref.swiglu(b.data(), one.data(), n);
+  int64_t worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(b[i]) < 1e-37f) {  // e^g subnormal or zero: compare absolutely
+      ASSERT_NEAR(a[i], b[i], 1e-44f) << "g=" << g[i];
+      continue;
+    }
+    worst = std::max(worst, ulps(a[i], b[i]));
+  }
+  RecordProperty("max_ulps", std::to_string(worst));
+  EXPECT_LE(worst, 4);
+}
+
+// exp_inplace (and the exp inside softmax and attention) must be libm's expf bit for bit.
+// Every float input was checked once (2^32 values, both targets, no difference); this
+// samples 2^22 bit patterns spread over every exponent, plus the edges of the range.
+TEST_P(ElementwiseSimdTest, ExpIsLibmBitForBit) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam());
+  std::vector<float> x;
+  std::mt19937 rng(9);
+  for (int i = 0; i < (1 << 22); ++i) {
+    const uint32_t u = static_cast<uint32_t>(rng());
+    float f;
+    std::memcpy(&f, &u, 4);
+    x.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, 88.72283f, 88.72284f, -87.33654f, -103.97207f, -103.97208f, -104.0f, 89.0f,
+                  INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f})
+    x.push_back(f);
+  std::vector<float> y = x;
+  simd.exp(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = std::exp(x[i]);
+    if (std::isnan(want)) ASSERT_TRUE(std::isnan(y[i])) << x[i];
+    else ASSERT_EQ(std::memcmp(&want, &y[i], 4), 0) << "x=" << x[i] << " got " << y[i] << " want " << want;
+  }
+}
+
+TEST_P(ElementwiseSimdTest, GegluAddScaleAreBitExact) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
+  for (int64_t n : sizes()) {
+    const std::vector<float> g = values(n, 5, 4.0f), u = values(n, 6, 1.0f);
+    std::vector<float> a = g, b = g;
+    simd.geglu(a.data(), u.data(), n);
+    ref.geglu(b.data(), u.data(), n);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), n * sizeof(float)), 0) << "geglu n=" << n;
+    a = g;
+    b = g;
+    simd.add(a.data(), u.data(), n);
+    ref.add(b.data(), u.data(), n);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), n * sizeof(float)), 0) << "add n=" << n;
+    simd.scale(a.data(), 0.37f, n);
+    ref.scale(b.data(), 0.37f, n);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), n * sizeof(float)), 0) << "scale n=" << n;
+  }
+}
+
+TEST_P(ElementwiseSimdTest, SoftmaxMatchesScalar) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
+  for (int64_t n : sizes()) {
+    std::vector<float> a = values(n, 7, 5.0f), b = a;
+    simd.softmax(a.data(), n);
+    ref.softmax(b.data(), n);
+    // Same exp (bit for bit), same max; the double sum's order may move 1 / sum by an ulp.
+    for (int64_t i = 0; i < n; ++i) ASSERT_LE(ulps(a[i], b[i]), 1) << "n=" << n << " i=" << i;
+  }
+}
+
+// No SIMD target on this CPU (or PAGODA_CPU=scalar): nothing to compare.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ElementwiseSimdTest);
+INSTANTIATE_TEST_SUITE_P(Targets, ElementwiseSimdTest, ::testing::ValuesIn([] {
+                           std::vector<SimdTarget> t = runnable_simd_targets();
+                           t.erase(t.begin());  // scalar is the reference
+                           return t;
+                         }()),
+                         [](const auto& info) { return std::string(simd_target_name(info.param)); });
 
 }  // namespace
 }  // namespace pagoda

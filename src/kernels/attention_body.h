@@ -1,0 +1,245 @@
+// Internal: the SIMD attention body, written once against a small vector type V and
+// included by attention_avx2.cpp and attention_avx512.cpp, each with its own V (so it is
+// compiled once per target). Everything lands in an anonymous namespace: internal linkage,
+// no copy shared with code compiled for another target.
+//
+// V provides: F (the float vector), kLanes, zero, load, store, load_h (kLanes FP16 values
+// to floats), fma, mul, set1, max, hmax, round_h (to FP16 and back, nearest even),
+// reduce(const F (&a)[kLanes]) (lane i = the sum of a[i]'s lanes) and transpose(F (&a)[kLanes]).
+//
+// A unit (attention_kernels.h) in three steps:
+//  1. Scores, one of two ways (the front picks by the call's shape, Unit::rows_in_lanes):
+//     - one token whose group has few heads (decode): blocks of H heads x K
+//       keys (H * K = kLanes accumulators over head_dim, each key vector loaded once for
+//       all H heads); one transposing reduce turns them into kLanes scores.
+//     - otherwise (prefill): the unit's query rows (tokens x heads) go in lanes, transposed
+//       once; for each block of kLanes keys (converted to float once), score vectors for
+//       kLanes rows build up over head_dim with one broadcast multiply-add per key and
+//       dimension, then one register transpose turns them into rows. No reductions; every
+//       key row is read once for all the unit's tokens. Rows compute scores for every key
+//       of the unit's range and each token's softmax reads only its own keys.
+//  2. Softmax per query row: vector max, exp and the double sum (attention_expf.h: libm's
+//     expf bit for bit, in vectors), probabilities scaled and rounded to FP16 in vectors.
+//  3. Values, per token: for H heads x CW vectors of head_dim, each value row chunk is
+//     loaded once for all H heads and weighted by broadcast probabilities; no reduction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/attention_expf.h"
+#include "kernels/attention_kernels.h"
+
+namespace pagoda::attn {
+namespace {
+
+template <class V>
+struct Attend {
+  using F = typename V::F;
+  static constexpr int L = V::kLanes;
+
+  // ------------------------------------------------------------------ one token (decode)
+
+  // Scores of H heads (rows q + h * hd) against keys lo..hi, times scale, into the score
+  // rows sc + h * ld, K keys at a time. Keys past hi repeat key hi; their scores land in the
+  // row padding.
+  template <int H, int K>
+  static void qk_row(const Unit& u, const float* q, float* sc) {
+    static_assert(H * K == L);
+    const int hd = u.head_dim;
+    const F scale = V::set1(u.scale);
+    for (int32_t j = u.lo; j <= u.hi; j += K) {
+      const uint16_t* kr[K];
+      for (int kk = 0; kk < K; ++kk) kr[kk] = u.k + static_cast<int64_t>(j + kk <= u.hi ? j + kk : u.hi) * u.kv_stride;
+      F acc[L];
+      for (int a = 0; a < L; ++a) acc[a] = V::zero();
+      for (int c = 0; c < hd; c += L) {
+        F kv[K];
+        for (int kk = 0; kk < K; ++kk) kv[kk] = V::load_h(kr[kk] + c);
+        for (int h = 0; h < H; ++h) {
+          const F qv = V::load(q + h * hd + c);
+          for (int kk = 0; kk < K; ++kk) acc[h * K + kk] = V::fma(qv, kv[kk], acc[h * K + kk]);
+        }
+      }
+      alignas(64) float s[L];
+      V::store(s, V::mul(V::reduce(acc), scale));
+      for (int h = 0; h < H; ++h) std::memcpy(sc + h * u.ld + (j - u.lo), s + h * K, K * sizeof(float));
+    }
+  }
+
+  static void scores_one_token(const Unit& u, float* sc, float* qh) {
+    const int hd = u.head_dim;
+    const int32_t nh = u.n_heads;
+    // Q is rounded to FP16 like the cached K it meets, as llama.cpp does.
+    for (int i = 0; i < nh * hd; i += L) V::store(qh + i, V::round_h(V::load(u.q + i)));
+    for (int32_t h = 0; h < nh;) {
+      const float* q = qh + h * hd;
+      float* s = sc + h * u.ld;
+      const int32_t left = nh - h;
+      if (left >= 8) { qk_row<8, L / 8>(u, q, s); h += 8; }
+      else if (left >= 4) { qk_row<4, L / 4>(u, q, s); h += 4; }
+      else if (left >= 2) { qk_row<2, L / 2>(u, q, s); h += 2; }
+      else { qk_row<1, L>(u, q, s); h += 1; }
+    }
+  }
+
+  // ------------------------------------------------------------------ rows in lanes (prefill)
+
+  // Scores of every query row of the unit (row r = token * n_heads + head) against keys
+  // lo .. hi + n_tokens - 1, into sc + r * ld.
+  static void scores_in_lanes(const Unit& u, float* sc, float* qt) {
+    const int hd = u.head_dim;
+    const int32_t rows = u.n_tokens * u.n_heads;
+    const int32_t groups = (rows + L - 1) / L;
+    float* kf = qt + static_cast<size_t>(groups) * hd * L;
+    // qt[g][i][lane] = FP16-rounded q of row g * L + lane at dimension i (0 past the rows).
+    alignas(64) float tmp[L];
+    for (int32_t g = 0; g < groups; ++g)
+      for (int lane = 0; lane < L; ++lane) {
+        const int32_t r = g * L + lane;
+        float* dst = qt + static_cast<size_t>(g) * hd * L + lane;
+        if (r >= rows) {
+          for (int i = 0; i < hd; ++i) dst[i * L] = 0.0f;
+          continue;
+        }
+        const float* q = u.q + (r / u.n_heads) * u.q_stride + (r % u.n_heads) * hd;
+        for (int c = 0; c < hd; c += L) {
+          V::store(tmp, V::round_h(V::load(q + c)));
+          for (int m = 0; m < L; ++m) dst[(c + m) * L] = tmp[m];
+        }
+      }
+    for (int32_t g = 0; g < groups; g += 2) {
+      if (g + 1 < groups) lanes_block<2>(u, qt, kf, g, sc);
+      else lanes_block<1>(u, qt, kf, g, sc);
+    }
+  }
+
+  // Keys per step of lanes_block: NG * KB accumulators, KB broadcasts and NG row loads per
+  // dimension (24 / 14 with avx512, 12 / 8 with avx2: multiply-add bound).
+  template <int NG>
+  static constexpr int kKeys = NG == 2 ? (L == 16 ? 12 : 6) : L;
+
+  // Scores of row groups g .. g + NG - 1 (NG * L rows) against all the unit's keys.
+  template <int NG>
+  static void lanes_block(const Unit& u, const float* qt, float* kf, int32_t g, float* sc) {
+    constexpr int KB = kKeys<NG>;
+    const int hd = u.head_dim;
+    const int32_t rows = u.n_tokens * u.n_heads;
+    const int32_t last = u.hi + u.n_tokens - 1;
+    const F scale = V::set1(u.scale);
+    const float* q0 = qt + static_cast<size_t>(g) * hd * L;
+    for (int32_t j0 = u.lo; j0 <= last; j0 += KB) {
+      // The block's keys as floats, kf[kk][i]; keys past the last repeat it.
+      for (int kk = 0; kk < KB; ++kk) {
+        const uint16_t* kr = u.k + static_cast<int64_t>(j0 + kk <= last ? j0 + kk : last) * u.kv_stride;
+        for (int c = 0; c < hd; c += L) V::store(kf + kk * hd + c, V::load_h(kr + c));
+      }
+      F acc[NG][KB];
+      for (int n = 0; n < NG; ++n)
+        for (int kk = 0; kk < KB; ++kk) acc[n][kk] = V::zero();
+      for (int i = 0; i < hd; ++i) {
+        F qv[NG];
+        for (int n = 0; n < NG; ++n) qv[n] = V::load(q0 + (static_cast<size_t>(n) * hd + i) * L);
+        for (int kk = 0; kk < KB; ++kk) {
+          const F kb = V::set1(kf[kk * hd + i]);
+          for (int n = 0; n < NG; ++n) acc[n][kk] = V::fma(qv[n], kb, acc[n][kk]);
+        }
+      }
+      // acc[n][kk] lane r: row (g + n) * L + r against key j0 + kk; transposed, t[r] is the
+      // row (KB scores, then zeros that the next block or the row padding absorbs).
+      for (int n = 0; n < NG; ++n) {
+        F t[L];
+        for (int kk = 0; kk < L; ++kk) t[kk] = kk < KB ? acc[n][kk] : V::zero();
+        V::transpose(t);
+        const int32_t base = (g + n) * L;
+        const int32_t cnt = rows - base < L ? rows - base : L;
+        for (int32_t r = 0; r < cnt; ++r) V::store(sc + (base + r) * u.ld + (j0 - u.lo), V::mul(t[r], scale));
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ softmax and values
+
+  // Softmax of one score row in place, ending as FP16-rounded probabilities.
+  static void softmax_row(float* s, int32_t len) {
+    int32_t j = 0;
+    F mv = V::set1(-INFINITY);
+    for (; j + L <= len; j += L) mv = V::max(V::load(s + j), mv);
+    float m = V::hmax(mv);
+    for (; j < len; ++j) m = s[j] > m ? s[j] : m;
+    const double sum = exp_shifted_sum(s, len, m);
+    const F inv = V::set1(static_cast<float>(1.0 / sum));
+    // Rounds whole vectors, padding included (never read).
+    for (j = 0; j < len; j += L) V::store(s + j, V::round_h(V::mul(V::load(s + j), inv)));
+  }
+
+  // out[h][c0 .. c0 + CW * L) = sum_j w[h][j] * v[lo + j][same] for j < len, H heads.
+  template <int H, int CW>
+  static void pv(const Unit& u, const float* w, int32_t lo, int32_t len, int c0, float* out) {
+    const int hd = u.head_dim;
+    F acc[H][CW];
+    for (int h = 0; h < H; ++h)
+      for (int c = 0; c < CW; ++c) acc[h][c] = V::zero();
+    const uint16_t* vr = u.v + static_cast<int64_t>(lo) * u.kv_stride + c0;
+    for (int32_t j = 0; j < len; ++j, vr += u.kv_stride) {
+      F vv[CW];
+      for (int c = 0; c < CW; ++c) vv[c] = V::load_h(vr + c * L);
+      for (int h = 0; h < H; ++h) {
+        const F wb = V::set1(w[h * u.ld + j]);
+        for (int c = 0; c < CW; ++c) acc[h][c] = V::fma(wb, vv[c], acc[h][c]);
+      }
+    }
+    for (int h = 0; h < H; ++h)
+      for (int c = 0; c < CW; ++c) V::store(out + h * hd + c0 + c * L, acc[h][c]);
+  }
+
+  // Value chunks of one head block: the widest CW that fits the accumulator budget.
+  template <int H>
+  static void pv_heads(const Unit& u, const float* w, int32_t lo, int32_t len, float* out) {
+    constexpr int kMaxCw = (2 * L / H) < 8 ? (2 * L / H) : 8;  // H * CW accumulators: <= 16 (avx512), 8 (avx2)
+    constexpr int kBudget = L == 16 ? 16 : 8;
+    constexpr int kCw = kMaxCw * H <= kBudget ? kMaxCw : kBudget / H;
+    int c0 = 0;
+    const int hd = u.head_dim;
+    for (; c0 + kCw * L <= hd; c0 += kCw * L) pv<H, kCw>(u, w, lo, len, c0, out);
+    if constexpr (kCw >= 4)
+      if (c0 + 4 * L <= hd) { pv<H, 4>(u, w, lo, len, c0, out); c0 += 4 * L; }
+    if constexpr (kCw >= 2)
+      if (c0 + 2 * L <= hd) { pv<H, 2>(u, w, lo, len, c0, out); c0 += 2 * L; }
+    if (c0 < hd) pv<H, 1>(u, w, lo, len, c0, out);
+  }
+
+  // Softmax and values of token t, whose score rows start at sc + t * n_heads * ld, column
+  // 0 being key u.lo.
+  static void finish_token(const Unit& u, float* sc, int32_t t) {
+    const int32_t pos = u.hi + t;
+    int32_t lo = u.window > 0 ? pos - u.window + 1 : u.lo;
+    lo = lo > u.lo ? lo : u.lo;
+    const int32_t len = pos - lo + 1;
+    const int32_t nh = u.n_heads;
+    float* rows = sc + static_cast<size_t>(t) * nh * u.ld + (lo - u.lo);
+    for (int32_t h = 0; h < nh; ++h) softmax_row(rows + h * u.ld, len);
+    float* out = u.out + t * u.q_stride;
+    for (int32_t h = 0; h < nh;) {
+      const float* w = rows + h * u.ld;
+      const int32_t left = nh - h;
+      if (left >= 8) { pv_heads<8>(u, w, lo, len, out + h * u.head_dim); h += 8; }
+      else if (left >= 4) { pv_heads<4>(u, w, lo, len, out + h * u.head_dim); h += 4; }
+      else if (left >= 2) { pv_heads<2>(u, w, lo, len, out + h * u.head_dim); h += 2; }
+      else { pv_heads<1>(u, w, lo, len, out + h * u.head_dim); h += 1; }
+    }
+  }
+
+  static void run(const Unit& u) {
+    const int32_t rows = u.n_tokens * u.n_heads;
+    float* sc = u.scratch;
+    float* rest = u.scratch + static_cast<size_t>(rows) * u.ld;
+    if (u.rows_in_lanes) scores_in_lanes(u, sc, rest);
+    else scores_one_token(u, sc, rest);
+    for (int32_t t = 0; t < u.n_tokens; ++t) finish_token(u, sc, t);
+  }
+};
+
+}  // namespace
+}  // namespace pagoda::attn

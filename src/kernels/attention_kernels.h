@@ -1,0 +1,69 @@
+// Internal: the per-target bodies behind attention_causal (attention.h). The front splits
+// the work into units, each a few consecutive query tokens' group of heads that share a KV
+// head, and hands every unit to a body compiled for one SIMD target. A unit is computed exactly as
+// attention.h's contract says (FP16-rounded q, float q.k, max-subtracted softmax with exp
+// and a double sum, FP16-rounded probabilities times FP16 V, float accumulation); the
+// bodies differ from one another only in the order of the float sums.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "kernels/simd_target.h"
+
+namespace pagoda::attn {
+
+struct Unit {
+  // n_tokens consecutive query tokens, each with n_heads query rows of head_dim floats
+  // (back to back); token t's rows at q + t * q_stride, its output at out + t * q_stride.
+  const float* q = nullptr;
+  float* out = nullptr;
+  int64_t q_stride = 0;
+  int32_t n_tokens = 1;
+  int32_t n_heads = 0;
+  int32_t head_dim = 0;
+  const uint16_t* k = nullptr;  // key row j at k + j * kv_stride (FP16)
+  const uint16_t* v = nullptr;  // value row j at v + j * kv_stride (FP16)
+  int64_t kv_stride = 0;
+  // The first token sits at position hi and sees keys lo..hi; token t sits at hi + t and
+  // sees keys from max(lo, hi + t - window + 1) (window > 0) or lo (window 0).
+  int32_t lo = 0, hi = 0;
+  int32_t window = 0;
+  float scale = 1.0f;
+  // Which way a SIMD body sums q.k (attention_body.h): the front decides from the call's
+  // shape alone, so results never depend on how the work was split over threads.
+  bool rows_in_lanes = false;
+  // scratch_floats(n_tokens * n_heads, head_dim, len) floats, len = the keys any token of
+  // the unit sees (hi + n_tokens - lo): rows of scores score_stride(len) floats apart, then
+  // room for the queries.
+  float* scratch = nullptr;
+  size_t ld = 0;  // score_stride(len)
+};
+
+// Scratch sizes, for the front only (the SIMD files call no shared inline function, so the
+// linker can never keep their copy for code that runs on other CPUs). A score row has 16
+// floats of padding past a multiple of 16, so a body may write whole vectors past the end
+// of a row that starts anywhere in its first 16 floats.
+static inline size_t score_stride(int32_t len) { return ((static_cast<size_t>(len) + 15) & ~static_cast<size_t>(15)) + 16; }
+static inline size_t scratch_floats(int32_t rows, int32_t head_dim, int32_t len) {
+  return static_cast<size_t>(rows) * score_stride(len) + static_cast<size_t>(rows + 48) * static_cast<size_t>(head_dim);
+}
+
+using Body = void (*)(const Unit& u);
+
+// Bodies per target; a SIMD body needs head_dim to be a multiple of its lane count (8 for
+// avx2, 16 for avx512) and the front falls back otherwise.
+void attend_scalar(const Unit& u);
+void attend_avx2(const Unit& u);
+void attend_avx512(const Unit& u);
+
+// The body attention_causal uses on `target` (which must be runnable here) for this head
+// size: the target's own when head_dim suits it, else the next lower one that fits.
+Body body_for(SimdTarget target, int32_t head_dim);
+
+// attention_causal with a given body: for tests and benchmarks.
+void run(Body body, const float* q, int64_t n_tokens, int32_t pos0, const uint16_t* k, const uint16_t* v,
+         const AttentionParams& p, float* out, ThreadPool& pool);
+
+}  // namespace pagoda::attn
