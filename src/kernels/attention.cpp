@@ -14,6 +14,10 @@
 namespace pagoda {
 namespace attn {
 
+inline const uint16_t* row(const Unit& u, const uint16_t* base, int32_t j) {
+  return base + u.table[j >> u.shift] * u.block_stride + static_cast<int64_t>(j & u.mask) * u.kv_stride;
+}
+
 // The reference body: one token and head at a time, every sum in order.
 void attend_scalar(const Unit& u) {
   const int32_t hd = u.head_dim;
@@ -29,7 +33,7 @@ void attend_scalar(const Unit& u) {
       for (int32_t i = 0; i < hd; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(qs[i]));
       float m = -INFINITY;
       for (int32_t j = lo; j <= pos; ++j) {
-        const uint16_t* kr = u.k + j * u.kv_stride;
+        const uint16_t* kr = row(u, u.k, j);
         float s = 0.0f;
         for (int32_t i = 0; i < hd; ++i) s += qh[i] * fp16_to_fp32(kr[i]);
         s *= u.scale;
@@ -48,7 +52,7 @@ void attend_scalar(const Unit& u) {
       std::fill(o, o + hd, 0.0f);
       for (int32_t j = 0; j < len; ++j) {
         const float w = fp16_to_fp32(fp32_to_fp16(scores[j] * inv));
-        const uint16_t* vr = u.v + (lo + j) * u.kv_stride;
+        const uint16_t* vr = row(u, u.v, lo + j);
         for (int32_t i = 0; i < hd; ++i) o[i] += w * fp16_to_fp32(vr[i]);
       }
     }
@@ -82,58 +86,107 @@ void attention_causal(const float* q, int64_t n_tokens, int32_t pos0, const uint
   attn::run(pick_body(p.head_dim), q, n_tokens, pos0, k, v, p, out, pool);
 }
 
+void attention_paged(const float* q, std::span<const AttnSeq> seqs, const PagedKv& kv, const AttentionParams& p,
+                     float* out, ThreadPool& pool) {
+  attn::run_paged(pick_body(p.head_dim), q, seqs, kv, p, out, pool);
+}
+
 void attn::run(Body body, const float* q, int64_t n_tokens, int32_t pos0, const uint16_t* k, const uint16_t* v,
                const AttentionParams& p, float* out, ThreadPool& pool) {
+  // A contiguous cache is one block as long as any context.
+  static const int32_t kOneBlock = 0;
+  PagedKv kv;
+  kv.k = k;
+  kv.v = v;
+  kv.block_stride = 0;
+  kv.row_stride = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  kv.block_shift = 30;
+  AttnSeq s;
+  s.n_tokens = static_cast<int32_t>(n_tokens);
+  s.pos0 = pos0;
+  s.block_table = &kOneBlock;
+  run_paged(body, q, std::span<const AttnSeq>(&s, 1), kv, p, out, pool);
+}
+
+void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, const PagedKv& kv,
+                     const AttentionParams& p, float* out, ThreadPool& pool) {
   assert(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0);
-  if (n_tokens <= 0) return;
+  if (seqs.empty()) return;
   const int32_t hd = p.head_dim;
   const int64_t q_stride = static_cast<int64_t>(p.n_heads) * hd;
-  const int64_t kv_stride = static_cast<int64_t>(p.n_kv_heads) * hd;
   const int32_t group = p.n_heads / p.n_kv_heads;
-  // Units are (KV head, block of consecutive tokens, slice of the group's query heads).
-  // A unit's query rows share every K/V row it loads: a SIMD body puts the rows of a block
-  // (about 16: tokens x heads of the group) in vector lanes. Decode has one token; there
-  // the group is sliced only as far as needed for the threads to get equal shares (few KV
-  // heads): the fewest slices that make the unit count a multiple of the thread count, or
-  // at least 4 units a thread.
-  const int32_t block = body == attend_scalar || n_tokens == 1 ? 1 : std::max(1, 32 / group);
-  const int64_t n_blocks = (n_tokens + block - 1) / block;
-  const int64_t base_units = n_blocks * p.n_kv_heads;
+  // Units are (sequence, KV head, block of consecutive tokens, slice of the group's query
+  // heads). A unit's query rows share every K/V row it loads: a SIMD body puts the rows of
+  // a block (about 16: tokens x heads of the group) in vector lanes. Decode has one token
+  // per sequence; there the group is sliced only as far as needed for the threads to get
+  // equal shares (few sequences and KV heads): the fewest slices that make the unit count
+  // a multiple of the thread count, or at least 4 units a thread.
+  struct SeqPlan {
+    int32_t block;
+    int64_t n_blocks;
+    int64_t first_unit;
+  };
+  thread_local std::vector<SeqPlan> plan;
+  plan.resize(seqs.size());
+  int64_t base_units = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const int32_t n = seqs[i].n_tokens;
+    plan[i].block = body == attend_scalar || n == 1 ? 1 : std::max(1, 32 / group);
+    plan[i].n_blocks = (n + plan[i].block - 1) / plan[i].block;
+    base_units += plan[i].n_blocks * p.n_kv_heads;
+  }
   const int64_t threads = pool.num_threads();
   int32_t slices = 1;
   while (slices < group && (base_units * slices) % threads != 0 && base_units * slices < 4 * threads) ++slices;
   const int32_t per_slice = (group + slices - 1) / slices;
   slices = (group + per_slice - 1) / per_slice;
-  const int32_t total = pos0 + static_cast<int32_t>(n_tokens);
-  const int32_t max_len = p.window > 0 ? std::min<int32_t>(p.window + block - 1, total) : total;
-  const size_t scratch = scratch_floats(block * per_slice, hd, max_len);
-  const int64_t units = base_units * slices;
+  size_t scratch = 0;
+  int64_t units = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    plan[i].first_unit = units;
+    units += plan[i].n_blocks * p.n_kv_heads * slices;
+    const int32_t total = seqs[i].pos0 + seqs[i].n_tokens;
+    const int32_t block = plan[i].block;
+    const int32_t max_len = p.window > 0 ? std::min<int32_t>(p.window + block - 1, total) : total;
+    scratch = std::max(scratch, scratch_floats(block * per_slice, hd, max_len));
+  }
+  const SeqPlan* plans = plan.data();
+  const int32_t mask = static_cast<int32_t>((int64_t{1} << kv.block_shift) - 1);
   pool.parallel_for(units, 1, [&](int64_t b, int64_t e, int) {
     // Per-thread scratch (score rows and rounded queries), grown on demand, never shrunk.
     thread_local std::vector<float> buf;
     if (buf.size() < scratch) buf.resize(scratch);
+    size_t si = 0;
     for (int64_t job = b; job < e; ++job) {
-      const int32_t kvh = static_cast<int32_t>(job / (n_blocks * slices));
-      const int64_t rest = job % (n_blocks * slices);
-      const int64_t t0 = zigzag(rest / slices, n_blocks) * block;
+      while (si + 1 < seqs.size() && plans[si + 1].first_unit <= job) ++si;
+      const AttnSeq& s = seqs[si];
+      const SeqPlan& sp = plans[si];
+      const int64_t local = job - sp.first_unit;
+      const int32_t kvh = static_cast<int32_t>(local / (sp.n_blocks * slices));
+      const int64_t rest = local % (sp.n_blocks * slices);
+      const int64_t t0 = zigzag(rest / slices, sp.n_blocks) * sp.block;
       const int32_t h0 = static_cast<int32_t>(rest % slices) * per_slice;
-      const int32_t pos = pos0 + static_cast<int32_t>(t0);
+      const int32_t pos = s.pos0 + static_cast<int32_t>(t0);
       Unit u;
       const int64_t head = static_cast<int64_t>(kvh) * group + h0;
-      u.q = q + t0 * q_stride + head * hd;
-      u.out = out + t0 * q_stride + head * hd;
+      u.q = q + (s.q_offset + t0) * q_stride + head * hd;
+      u.out = out + (s.q_offset + t0) * q_stride + head * hd;
       u.q_stride = q_stride;
-      u.n_tokens = static_cast<int32_t>(std::min<int64_t>(block, n_tokens - t0));
+      u.n_tokens = static_cast<int32_t>(std::min<int64_t>(sp.block, s.n_tokens - t0));
       u.n_heads = std::min(per_slice, group - h0);
       u.head_dim = hd;
-      u.k = k + static_cast<int64_t>(kvh) * hd;
-      u.v = v + static_cast<int64_t>(kvh) * hd;
-      u.kv_stride = kv_stride;
+      u.k = kv.k + static_cast<int64_t>(kvh) * hd;
+      u.v = kv.v + static_cast<int64_t>(kvh) * hd;
+      u.table = s.block_table;
+      u.shift = kv.block_shift;
+      u.mask = mask;
+      u.block_stride = kv.block_stride;
+      u.kv_stride = kv.row_stride;
       u.lo = p.window > 0 ? std::max(0, pos - p.window + 1) : 0;
       u.hi = pos;
       u.window = p.window;
       u.scale = p.scale;
-      u.rows_in_lanes = n_tokens > 1 || group >= 16;
+      u.rows_in_lanes = s.n_tokens > 1 || group >= 16;
       u.scratch = buf.data();
       u.ld = score_stride(u.hi + u.n_tokens - u.lo);
       body(u);

@@ -1,22 +1,25 @@
-// Causal self-attention of a chunk of new tokens against a sequence's cached keys and
-// values (FP16, contiguous [position, kv_head, head_dim]). Each query computes one row
+// Causal self-attention of chunks of new tokens against their sequences' cached keys and
+// values: FP16 rows of n_kv_heads * head_dim values, in fixed-size blocks that each
+// sequence reaches through its block table (paged attention), or contiguous for one
+// sequence (attention_causal). Each query computes one row
 // of scores at a time (never the whole score matrix), so memory is linear in context
 // length; numerics follow llama.cpp's CPU path (FP16 q.k, softmax in float with a double
-// sum, probabilities rounded to FP16 before the V product). GQA/MQA: query head h reads KV head h / (n_heads /
-// n_kv_heads); KV is never duplicated. The paged, block-table version belongs to the
-// engine issue; this one serves single-sequence generation.
+// sum, probabilities rounded to FP16 before the V product). GQA/MQA: query head h reads
+// KV head h / (n_heads / n_kv_heads); KV is never duplicated.
 //
 // The contract, exactly: q rounded to FP16; s_j = scale * (q . k_j) summed in float;
 // p_j = expf(s_j - max_j s_j) (libm's expf, bit for bit); sum = the p_j added in double;
 // w_j = FP16(p_j * float(1 / sum)); out = sum_j w_j v_j in float. Bodies (scalar, avx2,
 // avx512; attention_kernels.h) differ only in the order of the float and double sums.
-// Work is split over the pool by (KV head, block of tokens): all query heads of a group,
+// Work is split over the pool by (sequence, KV head, block of tokens) in one parallel
+// region for the whole batch: all query heads of a group,
 // and in prefill about 32 / group consecutive tokens, share each K/V row load. Results do
 // not depend on the thread count. Cost: O(n_tokens * context * n_heads * head_dim); no
 // allocation once each pool thread's scratch (~32 rows of context floats) has grown.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 
@@ -29,6 +32,32 @@ struct AttentionParams {
   float scale = 1.0f;      // applied to q.k
   int32_t window = 0;      // sliding window: query at p sees keys p-window+1..p; 0 = all
 };
+
+// One layer's paged KV memory as the kernel sees it: block b's slot r holds the key row at
+// k + b * block_stride + r * row_stride (row_stride = n_kv_heads * head_dim), the value
+// row likewise from v. Blocks hold 1 << block_shift positions.
+struct PagedKv {
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  int64_t block_stride = 0;
+  int64_t row_stride = 0;
+  int32_t block_shift = 4;
+};
+
+// One sequence's share of a batch: its n_tokens query rows start at token q_offset of the
+// batch's q/out; they sit at positions pos0.. and see keys 0..pos0 + t through the block
+// table (which must cover every position up to pos0 + n_tokens - 1, keys already written).
+struct AttnSeq {
+  int64_t q_offset = 0;
+  int32_t n_tokens = 0;
+  int32_t pos0 = 0;
+  const int32_t* block_table = nullptr;
+};
+
+// q, out: [total tokens, n_heads * head_dim]. Results do not depend on how the sequences
+// are batched together or on the thread count.
+void attention_paged(const float* q, std::span<const AttnSeq> seqs, const PagedKv& kv, const AttentionParams& p,
+                     float* out, ThreadPool& pool);
 
 // q: [n_tokens, n_heads * head_dim]; token t sits at position pos0 + t and sees keys at
 // positions [0, pos0 + t] (clipped by the window). k, v: cache rows for positions

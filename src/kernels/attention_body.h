@@ -39,6 +39,11 @@ struct Attend {
   using F = typename V::F;
   static constexpr int L = V::kLanes;
 
+  // Key or value row j of the unit's KV head (base = u.k or u.v).
+  static const uint16_t* row(const Unit& u, const uint16_t* base, int32_t j) {
+    return base + u.table[j >> u.shift] * u.block_stride + static_cast<int64_t>(j & u.mask) * u.kv_stride;
+  }
+
   // ------------------------------------------------------------------ one token (decode)
 
   // Scores of H heads (rows q + h * hd) against keys lo..hi, times scale, into the score
@@ -51,7 +56,7 @@ struct Attend {
     const F scale = V::set1(u.scale);
     for (int32_t j = u.lo; j <= u.hi; j += K) {
       const uint16_t* kr[K];
-      for (int kk = 0; kk < K; ++kk) kr[kk] = u.k + static_cast<int64_t>(j + kk <= u.hi ? j + kk : u.hi) * u.kv_stride;
+      for (int kk = 0; kk < K; ++kk) kr[kk] = row(u, u.k, j + kk <= u.hi ? j + kk : u.hi);
       F acc[L];
       for (int a = 0; a < L; ++a) acc[a] = V::zero();
       for (int c = 0; c < hd; c += L) {
@@ -132,7 +137,7 @@ struct Attend {
     for (int32_t j0 = u.lo; j0 <= last; j0 += KB) {
       // The block's keys as floats, kf[kk][i]; keys past the last repeat it.
       for (int kk = 0; kk < KB; ++kk) {
-        const uint16_t* kr = u.k + static_cast<int64_t>(j0 + kk <= last ? j0 + kk : last) * u.kv_stride;
+        const uint16_t* kr = row(u, u.k, j0 + kk <= last ? j0 + kk : last);
         for (int c = 0; c < hd; c += L) V::store(kf + kk * hd + c, V::load_h(kr + c));
       }
       F acc[NG][KB];
@@ -181,8 +186,8 @@ struct Attend {
     F acc[H][CW];
     for (int h = 0; h < H; ++h)
       for (int c = 0; c < CW; ++c) acc[h][c] = V::zero();
-    const uint16_t* vr = u.v + static_cast<int64_t>(lo) * u.kv_stride + c0;
-    for (int32_t j = 0; j < len; ++j, vr += u.kv_stride) {
+    for (int32_t j = 0; j < len; ++j) {
+      const uint16_t* vr = row(u, u.v, lo + j) + c0;
       F vv[CW];
       for (int c = 0; c < CW; ++c) vv[c] = V::load_h(vr + c * L);
       for (int h = 0; h < H; ++h) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "kernels/attention.h"
 #include "kernels/simd_target.h"
@@ -23,8 +24,15 @@ struct Unit {
   int32_t n_tokens = 1;
   int32_t n_heads = 0;
   int32_t head_dim = 0;
-  const uint16_t* k = nullptr;  // key row j at k + j * kv_stride (FP16)
-  const uint16_t* v = nullptr;  // value row j at v + j * kv_stride (FP16)
+  // Paged keys and values (FP16): position j lives in block table[j >> shift], slot
+  // j & mask; its key row at k + table[j >> shift] * block_stride + (j & mask) * kv_stride
+  // (k and v already point at the unit's KV head), its value row likewise from v.
+  const uint16_t* k = nullptr;
+  const uint16_t* v = nullptr;
+  const int32_t* table = nullptr;
+  int32_t shift = 0;
+  int32_t mask = 0;
+  int64_t block_stride = 0;
   int64_t kv_stride = 0;
   // The first token sits at position hi and sees keys lo..hi; token t sits at hi + t and
   // sees keys from max(lo, hi + t - window + 1) (window > 0) or lo (window 0).
@@ -62,8 +70,10 @@ void attend_avx512(const Unit& u);
 // size: the target's own when head_dim suits it, else the next lower one that fits.
 Body body_for(SimdTarget target, int32_t head_dim);
 
-// attention_causal with a given body: for tests and benchmarks.
+// attention_causal / attention_paged with a given body: for tests and benchmarks.
 void run(Body body, const float* q, int64_t n_tokens, int32_t pos0, const uint16_t* k, const uint16_t* v,
          const AttentionParams& p, float* out, ThreadPool& pool);
+void run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, const PagedKv& kv,
+               const AttentionParams& p, float* out, ThreadPool& pool);
 
 }  // namespace pagoda::attn

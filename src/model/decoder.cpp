@@ -40,31 +40,104 @@ void Model::ensure_scratch(int64_t n) {
   scratch_tokens_ = n;
 }
 
+Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
+  const ModelConfig& c = config_;
+  if (batch.seqs.empty()) return error("forward: empty batch");
+  if (kv.shape().kv_dim != c.kv_dim() || kv.shape().n_layer != c.n_layer)
+    return error("KV storage ({} layers, width {}) does not match the model ({} layers, width {})", kv.shape().n_layer,
+                 kv.shape().kv_dim, c.n_layer, c.kv_dim());
+  for (int32_t t : batch.tokens)
+    if (t < 0 || t >= c.n_vocab) return error("token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
+  int64_t total = 0;
+  const int32_t bs = kv.shape().block_size;
+  for (const BatchSeq& s : batch.seqs) {
+    if (s.n_tokens <= 0 || s.pos0 < 0) return error("forward: a sequence has {} tokens at position {}", s.n_tokens, s.pos0);
+    const int64_t end = static_cast<int64_t>(s.pos0) + s.n_tokens;
+    if (end > static_cast<int64_t>(s.blocks.size()) * bs)
+      return error("{} tokens at position {} do not fit in the {} KV blocks of {} positions given", s.n_tokens, s.pos0,
+                   s.blocks.size(), bs);
+    const size_t used = static_cast<size_t>((end + bs - 1) / bs);
+    for (size_t i = 0; i < used; ++i)
+      if (s.blocks[i] < 0 || s.blocks[i] >= kv.num_blocks())
+        return error("KV block id {} is outside the storage (0..{})", s.blocks[i], kv.num_blocks() - 1);
+    total += s.n_tokens;
+  }
+  if (total != static_cast<int64_t>(batch.tokens.size()))
+    return error("forward: the sequences hold {} tokens but the batch has {}", total, batch.tokens.size());
+  run_batch(batch.tokens.data(), batch.seqs, kv, logits, false);
+  return Status::ok();
+}
+
+void Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
+                      bool all_logits) {
+  // Pieces of at most kMaxChunk tokens, cutting a sequence where a piece fills up; only
+  // the piece holding a sequence's last token produces its logits.
+  const int64_t V = config_.n_vocab;
+  size_t si = 0;
+  int32_t done = 0;  // tokens of seqs[si] already in earlier pieces
+  while (si < seqs.size()) {
+    pieces_.clear();
+    int64_t n = 0;
+    int64_t rows = 0;
+    const int32_t* piece_tokens = tokens;
+    while (si < seqs.size() && n < kMaxChunk) {
+      const BatchSeq& s = seqs[si];
+      const int32_t take = static_cast<int32_t>(std::min<int64_t>(s.n_tokens - done, kMaxChunk - n));
+      BatchSeq p = s;
+      p.pos0 = s.pos0 + done;
+      p.n_tokens = take;
+      p.logits = s.logits && done + take == s.n_tokens;
+      pieces_.push_back(p);
+      rows += all_logits ? take : (p.logits ? 1 : 0);
+      n += take;
+      done += take;
+      if (done == s.n_tokens) {
+        ++si;
+        done = 0;
+      }
+    }
+    forward_chunk(piece_tokens, pieces_, kv, logits, all_logits);
+    tokens += n;
+    if (logits != nullptr) logits += rows * V;
+  }
+}
+
 Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* logits, bool all_logits) {
   const ModelConfig& c = config_;
   if (tokens.empty()) return error("forward: no tokens");
+  if (!kv.ok()) return error("the KV cache could not be allocated");
   for (int32_t t : tokens)
     if (t < 0 || t >= c.n_vocab) return error("token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
   if (pos0 < 0 || static_cast<int64_t>(pos0) + static_cast<int64_t>(tokens.size()) > kv.n_ctx())
     return error("{} tokens at position {} do not fit in the context of {} tokens", tokens.size(), pos0, kv.n_ctx());
   if (kv.kv_dim() != c.kv_dim()) return error("KV cache width {} does not match the model's {}", kv.kv_dim(), c.kv_dim());
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  for (int64_t s = 0; s < n; s += kMaxChunk) {
-    const int64_t len = std::min(kMaxChunk, n - s);
-    const bool last_chunk = s + len == n;
-    float* out = nullptr;
-    if (all_logits) out = logits + s * c.n_vocab;
-    else if (last_chunk) out = logits;
-    forward_chunk(tokens.data() + s, len, pos0 + static_cast<int32_t>(s), kv, out, all_logits);
-  }
+  BatchSeq s;
+  s.n_tokens = static_cast<int32_t>(tokens.size());
+  s.pos0 = pos0;
+  s.blocks = kv.table();
+  s.logits = logits != nullptr;
+  run_batch(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
   return Status::ok();
 }
 
-void Model::forward_chunk(const int32_t* tokens, int64_t n, int32_t pos0, KvCache& kv, float* logits,
+void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
                           bool all_logits) {
   const ModelConfig& c = config_;
   ThreadPool& pool = *pool_;
+  int64_t n = 0;
+  for (const BatchSeq& s : seqs) n += s.n_tokens;
   ensure_scratch(n);
+  pos_.resize(static_cast<size_t>(n));
+  attn_seqs_.resize(seqs.size());
+  {
+    int64_t t = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      attn_seqs_[i] = AttnSeq{t, seqs[i].n_tokens, seqs[i].pos0, seqs[i].blocks.data()};
+      for (int32_t j = 0; j < seqs[i].n_tokens; ++j) pos_[t++] = seqs[i].pos0 + j;
+    }
+  }
+  const int32_t shift = kv.block_shift();
+  const int32_t mask = kv.shape().block_size - 1;
   const int64_t E = c.n_embd;
   for (int64_t t = 0; t < n; ++t) {
     dequantize_weight_row(weights_.tok_embd, tokens[t], &x_[t * E]);
@@ -82,9 +155,11 @@ void Model::forward_chunk(const int32_t* tokens, int64_t n, int32_t pos0, KvCach
     add_bias(q_.data(), L.bq, n, c.q_dim());
     add_bias(k_.data(), L.bk, n, c.kv_dim());
     add_bias(v_.data(), L.bv, n, c.kv_dim());
-    uint16_t* kc = kv.k(l);
-    uint16_t* vc = kv.v(l);
+    // Each token's keys and values go to its slot through its sequence's block table.
+    const BlockId* table = nullptr;
+    size_t seq = 0;
     for (int64_t t = 0; t < n; ++t) {
+      while (seq < attn_seqs_.size() && attn_seqs_[seq].q_offset <= t) table = attn_seqs_[seq++].block_table;
       float* qt = &q_[t * c.q_dim()];
       float* kt = &k_[t * c.kv_dim()];
       if (L.q_norm != nullptr) {
@@ -92,11 +167,12 @@ void Model::forward_chunk(const int32_t* tokens, int64_t n, int32_t pos0, KvCach
         for (int32_t h = 0; h < c.n_head_kv; ++h)
           rms_norm(kt + h * c.head_dim, L.k_norm, c.head_dim, c.rms_eps, kt + h * c.head_dim);
       }
-      const int32_t pos = pos0 + static_cast<int32_t>(t);
+      const int32_t pos = pos_[t];
       rope_apply(qt, c.n_head, c.head_dim, pos, rope);
       rope_apply(kt, c.n_head_kv, c.head_dim, pos, rope);
-      uint16_t* kd = kc + static_cast<int64_t>(pos) * c.kv_dim();
-      uint16_t* vd = vc + static_cast<int64_t>(pos) * c.kv_dim();
+      const BlockId blk = table[pos >> shift];
+      uint16_t* kd = kv.k_row(l, blk, pos & mask);
+      uint16_t* vd = kv.v_row(l, blk, pos & mask);
       const float* vt = &v_[t * c.kv_dim()];
       for (int32_t i = 0; i < c.kv_dim(); ++i) {
         kd[i] = fp32_to_fp16(kt[i]);
@@ -109,7 +185,7 @@ void Model::forward_chunk(const int32_t* tokens, int64_t n, int32_t pos0, KvCach
     ap.head_dim = c.head_dim;
     ap.scale = c.attn_scale;
     ap.window = local ? c.sliding_window : 0;
-    attention_causal(q_.data(), n, pos0, kc, vc, ap, att_.data(), pool);
+    attention_paged(q_.data(), attn_seqs_, kv.layer(l), ap, att_.data(), pool);
     matmul(L.wo, att_.data(), n, proj_.data(), pool);
     if (L.post_attn_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj_[t * E], L.post_attn_norm, E, c.rms_eps, &proj_[t * E]);
@@ -126,13 +202,22 @@ void Model::forward_chunk(const int32_t* tokens, int64_t n, int32_t pos0, KvCach
     add_inplace(x_.data(), proj_.data(), n * E);
   }
   if (logits == nullptr) return;
-  if (all_logits) {
-    for (int64_t t = 0; t < n; ++t) rms_norm(&x_[t * E], weights_.output_norm, E, c.rms_eps, &xn_[t * E]);
-    matmul(weights_.output, xn_.data(), n, logits, pool);
-  } else {
-    rms_norm(&x_[(n - 1) * E], weights_.output_norm, E, c.rms_eps, last_.data());
-    matmul(weights_.output, last_.data(), 1, logits, pool);
+  // The rows that produce logits, normalized into consecutive rows of xn_.
+  int64_t rows = 0;
+  {
+    int64_t t0 = 0;
+    for (const BatchSeq& s : seqs) {
+      if (all_logits) {
+        for (int32_t j = 0; j < s.n_tokens; ++j, ++rows)
+          rms_norm(&x_[(t0 + j) * E], weights_.output_norm, E, c.rms_eps, &xn_[rows * E]);
+      } else if (s.logits) {
+        rms_norm(&x_[(t0 + s.n_tokens - 1) * E], weights_.output_norm, E, c.rms_eps, &xn_[rows * E]);
+        ++rows;
+      }
+      t0 += s.n_tokens;
+    }
   }
+  if (rows > 0) matmul(weights_.output, xn_.data(), rows, logits, pool);
 }
 
 }  // namespace pagoda

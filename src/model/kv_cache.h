@@ -1,37 +1,43 @@
-// The key/value cache of one sequence: per layer, FP16 keys and values for positions
-// [0, n_ctx), each row n_kv_heads * head_dim wide. Keys and values of past tokens are
-// computed once and never again. Sized at creation; the paged, shared version is the
-// engine's (src/kv/). Memory: 2 * n_layer * n_ctx * kv_dim * 2 bytes.
+// The key/value cache of one sequence on its own: a KvStorage with just enough blocks
+// for n_ctx positions and the block table 0, 1, 2, ... It goes through exactly the paged
+// path the engine uses, for tests, tools and anything that runs one sequence without the
+// engine. Memory: 2 * n_layer * n_ctx * kv_dim * 2 bytes (rounded up to whole blocks).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <numeric>
 #include <vector>
+
+#include "kv/kv_storage.h"
 
 namespace pagoda {
 
 class KvCache {
  public:
-  KvCache(int32_t n_layer, int32_t n_ctx, int32_t kv_dim)
-      : n_ctx_(n_ctx), kv_dim_(kv_dim),
-        k_(static_cast<size_t>(n_layer)), v_(static_cast<size_t>(n_layer)) {
-    for (int32_t l = 0; l < n_layer; ++l) {
-      k_[l].resize(static_cast<size_t>(n_ctx) * kv_dim);
-      v_[l].resize(static_cast<size_t>(n_ctx) * kv_dim);
-    }
+  static constexpr int32_t kBlockSize = 16;
+
+  KvCache(int32_t n_layer, int32_t n_ctx, int32_t kv_dim) : n_ctx_(n_ctx) {
+    const int32_t blocks = (n_ctx + kBlockSize - 1) / kBlockSize;
+    auto s = KvStorage::create(KvShape{n_layer, kv_dim, kBlockSize}, blocks > 0 ? blocks : 1);
+    if (s) storage_ = std::move(s.value());
+    table_.resize(static_cast<size_t>(blocks > 0 ? blocks : 1));
+    std::iota(table_.begin(), table_.end(), 0);
   }
+  // False when the memory could not be reserved.
+  bool ok() const { return storage_ != nullptr; }
   int32_t n_ctx() const { return n_ctx_; }
-  int32_t kv_dim() const { return kv_dim_; }
-  uint16_t* k(int32_t layer) { return k_[layer].data(); }
-  uint16_t* v(int32_t layer) { return v_[layer].data(); }
+  int32_t kv_dim() const { return storage_->shape().kv_dim; }
+  KvStorage& storage() { return *storage_; }
+  const std::vector<BlockId>& table() const { return table_; }
   static size_t bytes_needed(int32_t n_layer, int32_t n_ctx, int32_t kv_dim) {
     return 2ull * n_layer * n_ctx * kv_dim * sizeof(uint16_t);
   }
 
  private:
   int32_t n_ctx_;
-  int32_t kv_dim_;
-  std::vector<std::vector<uint16_t>> k_;
-  std::vector<std::vector<uint16_t>> v_;
+  std::unique_ptr<KvStorage> storage_;
+  std::vector<BlockId> table_;
 };
 
 }  // namespace pagoda

@@ -1,8 +1,10 @@
 // A loaded model: config, weights bound into the GGUF mapping, and the forward pass.
-// forward() runs a chunk of a sequence's tokens at positions pos0.. through every layer,
-// appends their keys/values to the cache and writes logits. Prefill is one call with the
-// whole prompt (batched matrix work); decode is one call per token. The model holds
-// scratch buffers, so one Model runs one forward at a time (the engine loop's thread).
+// forward(batch) runs one engine step: the tokens of any number of sequences (prefill
+// chunks and decode tokens) through every layer as one batch, so every weight matrix is
+// read once per step for all of them; each sequence's keys/values are written to and read
+// from the paged KV storage through its block table. The single-sequence forward() is the
+// same path with a contiguous table. The model holds scratch buffers, so one Model runs
+// one forward at a time (the engine loop's thread).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,8 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kv/kv_storage.h"
+#include "model/batch.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -30,6 +34,12 @@ class Model {
   KvCache make_cache(int32_t n_ctx) const { return KvCache(config_.n_layer, n_ctx, config_.kv_dim()); }
   size_t weight_bytes() const { return weight_bytes_; }
 
+  // One step. logits: n_vocab floats for each sequence whose BatchSeq::logits is set, in
+  // batch order (Batch::n_logits() rows). Fails, changing nothing, on token ids outside
+  // the vocabulary, block tables that do not cover a sequence's positions, or block ids
+  // outside the storage.
+  Status forward(const Batch& batch, KvStorage& kv, float* logits);
+
   // logits: n_vocab floats for the last token, or n_tokens * n_vocab with all_logits.
   // Fails (changing nothing) on token ids outside the vocabulary or when the tokens do
   // not fit in the cache.
@@ -38,7 +48,12 @@ class Model {
 
  private:
   Model() = default;
-  void forward_chunk(const int32_t* tokens, int64_t n, int32_t pos0, KvCache& kv, float* logits, bool all_logits);
+  // A piece of a batch small enough for the scratch buffers, `seqs` consecutive in
+  // `tokens`. Writes logits rows from `logits` on: one per sequence asking for them, or
+  // with all_logits one per token.
+  void run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits);
+  void forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
+                     bool all_logits);
   void ensure_scratch(int64_t n);
 
   ModelConfig config_;
@@ -48,6 +63,9 @@ class Model {
   // Scratch for a chunk of up to scratch_tokens_ tokens.
   int64_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, last_;
+  std::vector<int32_t> pos_;
+  std::vector<AttnSeq> attn_seqs_;
+  std::vector<BatchSeq> pieces_;
 };
 
 }  // namespace pagoda

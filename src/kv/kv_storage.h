@@ -1,0 +1,66 @@
+// The memory behind the block pool: per layer, a K and a V array of num_blocks blocks,
+// each block_size rows of n_kv_heads * head_dim FP16 values. Sized once at start-up from a
+// memory budget and never grown, so running out of KV memory is a scheduling decision
+// (queue or preempt), never an allocation failure mid-step. The pages are reserved with
+// mmap and filled on first touch, so a generous budget costs only what is used.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "base/status.h"
+#include "kernels/attention.h"
+#include "kv/block_pool.h"
+
+namespace pagoda {
+
+struct KvShape {
+  int32_t n_layer = 0;
+  int32_t kv_dim = 0;      // n_kv_heads * head_dim
+  int32_t block_size = 16; // positions per block, a power of two
+};
+
+class KvStorage {
+ public:
+  ~KvStorage();
+  KvStorage(const KvStorage&) = delete;
+  KvStorage& operator=(const KvStorage&) = delete;
+
+  // Fails with a message (no crash) on a bad shape or when the memory cannot be reserved.
+  static Result<std::unique_ptr<KvStorage>> create(const KvShape& shape, int32_t num_blocks);
+  // Bytes one block takes over all layers (K and V).
+  static size_t bytes_per_block(const KvShape& shape);
+  // Blocks that fit in `bytes`.
+  static int32_t blocks_for_bytes(const KvShape& shape, size_t bytes);
+
+  const KvShape& shape() const { return shape_; }
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t block_shift() const { return block_shift_; }
+  size_t bytes() const { return bytes_; }
+
+  // Layer l as the attention kernel reads it.
+  PagedKv layer(int32_t l) const;
+  // The K or V row of position slot `slot` in block b of layer l (for writing new tokens).
+  uint16_t* k_row(int32_t l, BlockId b, int32_t slot) { return row(l, 0, b, slot); }
+  uint16_t* v_row(int32_t l, BlockId b, int32_t slot) { return row(l, 1, b, slot); }
+  // Copies the first n_rows slots of block src to block dst in every layer (copy-on-write).
+  void copy_block(BlockId src, BlockId dst, int32_t n_rows);
+
+ private:
+  KvStorage() = default;
+  uint16_t* row(int32_t l, int kv, BlockId b, int32_t slot) {
+    return base_ + (static_cast<size_t>(l) * 2 + kv) * layer_elems_ + static_cast<size_t>(b) * block_elems_ +
+           static_cast<size_t>(slot) * shape_.kv_dim;
+  }
+
+  KvShape shape_;
+  int32_t num_blocks_ = 0;
+  int32_t block_shift_ = 0;
+  size_t block_elems_ = 0;  // block_size * kv_dim
+  size_t layer_elems_ = 0;  // num_blocks * block_elems_
+  size_t bytes_ = 0;
+  uint16_t* base_ = nullptr;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,41 @@
+// One step's work for the model: a flat list of tokens from any number of sequences
+// (prefill chunks and decode tokens alike, vLLM's flattened layout), each sequence's
+// tokens consecutive, with its first position and the block table through which its
+// keys/values are written and read. The engine builds it; the model consumes it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/block_pool.h"
+
+namespace pagoda {
+
+struct BatchSeq {
+  int32_t n_tokens = 0;                // this sequence's tokens in Batch::tokens (consecutive)
+  int32_t pos0 = 0;                    // position of the first of them
+  std::span<const BlockId> blocks;     // covers positions 0 .. pos0 + n_tokens - 1
+  bool logits = false;                 // produce logits for its last token
+};
+
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<BatchSeq> seqs;
+
+  void clear() {
+    tokens.clear();
+    seqs.clear();
+  }
+  void add(std::span<const int32_t> toks, int32_t pos0, std::span<const BlockId> blocks, bool logits) {
+    tokens.insert(tokens.end(), toks.begin(), toks.end());
+    seqs.push_back(BatchSeq{static_cast<int32_t>(toks.size()), pos0, blocks, logits});
+  }
+  int32_t n_logits() const {
+    int32_t n = 0;
+    for (const BatchSeq& s : seqs) n += s.logits ? 1 : 0;
+    return n;
+  }
+};
+
+}  // namespace pagoda
