@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstring>
+#include <limits>
 
 namespace pagoda {
 
@@ -28,6 +30,14 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, int32
     return error("KV cache: block size {} must be a power of two between 1 and 1024", shape.block_size);
   if (num_blocks <= 0) return error("KV cache: the memory budget holds no block of {} tokens ({} bytes each)",
                                     shape.block_size, bytes_per_block(shape));
+  // A total that wraps around size_t would reserve too little and leave blocks outside the mapping.
+  size_t total = 2 * sizeof(uint16_t);
+  for (const int32_t f : {shape.n_layer, shape.kv_dim, shape.block_size, num_blocks}) {
+    if (total > std::numeric_limits<size_t>::max() / static_cast<size_t>(f))
+      return error("KV cache: {} blocks of {} layers x {} tokens x width {} exceed the address space", num_blocks,
+                   shape.n_layer, shape.block_size, shape.kv_dim);
+    total *= static_cast<size_t>(f);
+  }
   std::unique_ptr<KvStorage> s(new KvStorage());
   s->shape_ = shape;
   s->num_blocks_ = num_blocks;

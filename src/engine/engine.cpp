@@ -1,0 +1,241 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <string>
+#include <unordered_map>
+
+#include "sampling/logprobs.h"
+
+namespace pagoda {
+namespace {
+
+// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
+size_t available_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+Engine::Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& config)
+    : model_(model), tokenizer_(tokenizer), config_(config) {}
+
+Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config) {
+  const ModelConfig& mc = model.config();
+  const SchedulerConfig& sc = config.scheduler;
+  if (sc.max_num_seqs < 1) return error("--max-num-seqs must be at least 1 (got {})", sc.max_num_seqs);
+  if (sc.max_num_batched_tokens < 1)
+    return error("--max-num-batched-tokens must be at least 1 (got {})", sc.max_num_batched_tokens);
+  std::unique_ptr<Engine> e(new Engine(model, tokenizer, config));
+  int32_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.n_ctx_train;
+  if (max_len <= 0) max_len = 4096;
+  const KvShape shape{mc.n_layer, mc.kv_dim(), config.block_size};
+  size_t bytes = config.kv_cache_bytes;
+  if (bytes == 0) {
+    const size_t want = KvStorage::bytes_per_block(shape) *
+                        static_cast<size_t>((max_len + config.block_size - 1) / std::max(1, config.block_size)) *
+                        static_cast<size_t>(sc.max_num_seqs);
+    const size_t avail = available_memory();
+    bytes = avail > 0 ? std::min(want, avail / 4) : want;
+  }
+  const int32_t blocks = KvStorage::blocks_for_bytes(shape, bytes);
+  auto storage = KvStorage::create(shape, blocks);
+  if (!storage) return storage.status();
+  e->storage_ = std::move(storage.value());
+  e->pool_ = std::make_unique<BlockPool>(blocks, config.block_size);
+  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, *e->storage_);
+  // One sequence alone always fits, so preemption can always make progress.
+  e->max_model_len_ = std::min<int64_t>(max_len, static_cast<int64_t>(blocks) * config.block_size);
+  return e;
+}
+
+Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const RequestParams& params) {
+  const int32_t n_vocab = model_.config().n_vocab;
+  if (prompt.empty()) return error("the prompt is empty (no tokens to start from)");
+  for (int32_t t : prompt)
+    if (t < 0 || t >= n_vocab) return error("prompt token id {} is outside the vocabulary (0..{})", t, n_vocab - 1);
+  if (static_cast<int64_t>(prompt.size()) >= max_model_len_)
+    return error("the prompt has {} tokens but the context holds {} (prompt and output together)", prompt.size(),
+                 max_model_len_);
+  if (params.n < 1 || params.n > 128) return error("n must be between 1 and 128 (got {})", params.n);
+  if (params.max_tokens == 0) return error("max_tokens must be at least 1 (or negative for no limit)");
+  if (params.logprobs > 20) return error("logprobs must be at most 20 (got {})", params.logprobs);
+  const RequestId id = next_request_++;
+  RequestRecord& r = requests_[id];
+  r.params = params;
+  auto s = std::make_unique<Sequence>();
+  s->id = next_seq_++;
+  s->request = id;
+  s->priority = params.priority;
+  s->arrival_order = id;
+  s->params = &r.params;
+  s->prompt_len = static_cast<int32_t>(prompt.size());
+  s->tokens = std::move(prompt);
+  s->sampler = std::make_unique<Sampler>(params.sampling);
+  s->arrival_time = clock_.seconds();
+  scheduler_->add(s.get());
+  r.seqs.push_back(std::move(s));
+  r.live = 1;
+  return id;
+}
+
+bool Engine::abort(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return false;
+  for (auto& s : it->second.seqs)
+    if (s->status != SeqStatus::kFinished) scheduler_->remove(s.get());
+  requests_.erase(it);
+  return true;
+}
+
+void Engine::fork(RequestRecord& r, Sequence& parent) {
+  parent.forked = true;
+  for (int32_t i = 1; i < r.params.n; ++i) {
+    auto c = std::make_unique<Sequence>();
+    c->id = next_seq_++;
+    c->request = parent.request;
+    c->index = i;
+    c->priority = parent.priority;
+    c->arrival_order = parent.arrival_order;
+    c->params = parent.params;
+    c->tokens = parent.tokens;
+    c->prompt_len = parent.prompt_len;
+    c->num_computed = parent.num_computed;
+    c->num_hashed_blocks = parent.num_hashed_blocks;
+    c->blocks = parent.blocks;
+    for (BlockId b : c->blocks) pool_->retain(b);
+    c->hashes = parent.hashes;
+    SamplingParams sp = r.params.sampling;
+    // Distinct but reproducible samples: sample i draws from seed + i.
+    if (sp.seed != kRandomSeed) sp.seed = sp.seed + static_cast<uint64_t>(i);
+    c->sampler = std::make_unique<Sampler>(sp);
+    c->forked = true;
+    c->cached_prompt_tokens = parent.cached_prompt_tokens;
+    c->arrival_time = parent.arrival_time;
+    scheduler_->add_running(c.get());
+    r.seqs.push_back(std::move(c));
+    ++r.live;
+  }
+}
+
+FinishReason Engine::stop_reason(const Sequence& s) const {
+  const int32_t last = s.tokens.back();
+  const RequestParams& p = *s.params;
+  if (!p.ignore_eos && tokenizer_ != nullptr && tokenizer_->is_eog(last)) return FinishReason::kStop;
+  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), last) != p.stop_token_ids.end())
+    return FinishReason::kStop;
+  if (p.max_tokens > 0 && s.output_len() >= p.max_tokens) return FinishReason::kLength;
+  if (s.len() >= max_model_len_) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+void Engine::sample_into(Sequence& s, std::span<float> logits, StepOutput& out) {
+  row_.assign(logits.begin(), logits.end());
+  out.request = s.request;
+  out.index = s.index;
+  const int32_t tok = s.sampler->sample(row_, s.tokens);
+  if (s.params->logprobs >= 0) {
+    out.logprob = static_cast<float>(logits[tok] - log_sum_exp(logits));
+    if (s.params->logprobs > 0) out.top_logprobs = top_logprobs(logits, s.params->logprobs);
+  }
+  s.tokens.push_back(tok);
+  out.token = tok;
+  const double now = clock_.seconds();
+  if (s.output_len() == 1) s.first_token_time = now;
+  out.arrival_time = s.arrival_time;
+  out.first_token_time = s.first_token_time;
+  out.prompt_tokens = s.prompt_len;
+  out.cached_prompt_tokens = s.cached_prompt_tokens;
+  out.output_tokens = s.output_len();
+  out.finish = stop_reason(s);
+  if (out.finish != FinishReason::kNone) out.finish_time = now;
+  ++counters_.generated_tokens;
+}
+
+Result<std::vector<StepOutput>> Engine::step() {
+  std::vector<StepOutput> outputs;
+  const std::vector<ScheduledSeq> work = scheduler_->schedule();
+  if (work.empty()) return outputs;
+  batch_.clear();
+  for (const ScheduledSeq& w : work) {
+    Sequence* s = w.seq;
+    const bool last = s->num_computed + w.n_tokens == s->len();
+    batch_.add(std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.n_tokens), s->num_computed, s->blocks,
+               last);
+    // Tokens before the prompt's end are prefill; a decode step computes the last sample.
+    counters_.prompt_tokens_computed += std::max(0, std::min(s->prompt_len, s->num_computed + w.n_tokens) - s->num_computed);
+  }
+  const int64_t V = model_.config().n_vocab;
+  logits_.resize(static_cast<size_t>(batch_.n_logits()) * V);
+  PAGODA_TRY(model_.forward(batch_, *storage_, logits_.data()));
+  scheduler_->commit(work);
+  ++counters_.steps;
+  size_t row = 0;
+  std::vector<RequestId> done;
+  for (const ScheduledSeq& w : work) {
+    Sequence* s = w.seq;
+    if (s->num_computed != s->len()) continue;  // a prefill chunk with more to come
+    std::span<float> logits(logits_.data() + row * V, static_cast<size_t>(V));
+    ++row;
+    RequestRecord& r = requests_.at(s->request);
+    std::vector<Sequence*> targets{s};
+    if (r.params.n > 1 && !s->forked) {
+      const size_t before = r.seqs.size();
+      fork(r, *s);
+      for (size_t i = before; i < r.seqs.size(); ++i) targets.push_back(r.seqs[i].get());
+    }
+    for (Sequence* t : targets) {
+      StepOutput out;
+      sample_into(*t, logits, out);
+      if (out.finish != FinishReason::kNone) {
+        scheduler_->finish(t);
+        if (--r.live == 0) done.push_back(t->request);
+      }
+      outputs.push_back(std::move(out));
+    }
+  }
+  for (RequestId id : done) requests_.erase(id);
+  return outputs;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats st = counters_;
+  const SchedulerStats& ss = scheduler_->stats();
+  st.preemptions = ss.preemptions;
+  st.prefix_query_tokens = ss.prefix_query_tokens;
+  st.prefix_hit_tokens = ss.prefix_hit_tokens;
+  st.num_blocks = pool_->num_blocks();
+  st.used_blocks = pool_->num_used();
+  st.num_running = scheduler_->num_running();
+  st.num_waiting = scheduler_->num_waiting();
+  // Filled slots per distinct block (the samples of a request share prompt blocks).
+  std::unordered_map<BlockId, int32_t> filled;
+  const int32_t bs = pool_->block_size();
+  for (const Sequence* s : scheduler_->running())
+    for (size_t i = 0; i < s->blocks.size(); ++i) {
+      const int32_t f = std::clamp(s->num_computed - static_cast<int32_t>(i) * bs, 0, bs);
+      int32_t& slot = filled[s->blocks[i]];
+      slot = std::max(slot, f);
+    }
+  for (const auto& [b, f] : filled) st.used_slots += f;
+  return st;
+}
+
+}  // namespace pagoda

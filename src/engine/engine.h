@@ -1,0 +1,108 @@
+// The serving engine: many requests at once over one model, with paged KV memory shared
+// between them. add_request() queues a prompt; each step() schedules work under the
+// token budget (scheduler.h), runs it as one batched forward pass, samples one token for
+// every sequence whose pending tokens all ran, and reports them. abort() drops a request
+// and frees its memory. Single-threaded: one thread owns the engine (the server runs it in
+// its own loop and talks to it through a queue).
+//
+// Memory: the KV pool is sized once, from kv_cache_bytes (or, when 0, enough for
+// max_num_seqs full contexts but at most a quarter of the machine's available memory).
+// A sequence can never outgrow the pool alone: max_model_len is capped to it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "base/timer.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kv/block_pool.h"
+#include "kv/kv_storage.h"
+#include "model/batch.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  int32_t block_size = 16;
+  size_t kv_cache_bytes = 0;    // 0: see above
+  int32_t max_model_len = 0;    // tokens per sequence (prompt + output); 0: the model's training context
+};
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t prompt_tokens_computed = 0;  // prefill tokens that ran (cache hits excluded)
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  int32_t num_blocks = 0;
+  int32_t used_blocks = 0;        // held by sequences now
+  int64_t used_slots = 0;         // positions of those blocks holding a computed token
+  size_t num_running = 0, num_waiting = 0;
+  double kv_usage() const { return num_blocks > 0 ? static_cast<double>(used_blocks) / num_blocks : 0.0; }
+  // Allocated but unused slots over allocated slots.
+  double kv_waste(int32_t block_size) const {
+    const double alloc = static_cast<double>(used_blocks) * block_size;
+    return alloc > 0 ? 1.0 - static_cast<double>(used_slots) / alloc : 0.0;
+  }
+};
+
+class Engine {
+ public:
+  // The tokenizer (optional) decides which tokens end generation.
+  static Result<std::unique_ptr<Engine>> create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config);
+
+  // Queues a request. Fails (queuing nothing) on an empty prompt, ids outside the
+  // vocabulary, a prompt that leaves no room in max_model_len, or bad parameters.
+  Result<RequestId> add_request(std::vector<int32_t> prompt, const RequestParams& params);
+  // Runs one step; the tokens it produced (and the ends of sequences). Fails only on an
+  // internal error of the forward pass.
+  Result<std::vector<StepOutput>> step();
+  // Drops a request wherever it is; its blocks are freed. False when it is unknown
+  // (finished already).
+  bool abort(RequestId id);
+  bool has_work() const { return !requests_.empty(); }
+
+  EngineStats stats() const;
+  const EngineConfig& config() const { return config_; }
+  int32_t max_model_len() const { return max_model_len_; }
+  const BlockPool& block_pool() const { return *pool_; }
+  Model& model() { return model_; }
+
+ private:
+  struct RequestRecord {
+    RequestParams params;
+    std::vector<std::unique_ptr<Sequence>> seqs;
+    int32_t live = 0;  // sequences not finished
+  };
+  Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& config);
+  // Samples seq's next token from `logits` (one row, modified); fills `out`.
+  void sample_into(Sequence& s, std::span<float> logits, StepOutput& out);
+  FinishReason stop_reason(const Sequence& s) const;
+  void fork(RequestRecord& r, Sequence& parent);
+
+  Model& model_;
+  const Tokenizer* tokenizer_;
+  EngineConfig config_;
+  int32_t max_model_len_ = 0;
+  std::unique_ptr<KvStorage> storage_;
+  std::unique_ptr<BlockPool> pool_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unordered_map<RequestId, RequestRecord> requests_;
+  RequestId next_request_ = 1;
+  int64_t next_seq_ = 1;
+  Batch batch_;
+  std::vector<float> logits_;
+  std::vector<float> row_;
+  EngineStats counters_;
+  Timer clock_;
+};
+
+}  // namespace pagoda

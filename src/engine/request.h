@@ -1,0 +1,45 @@
+// What a caller hands the engine and what it gets back. A request is a prompt (token ids)
+// plus how to continue it; each step reports the tokens its sequences produced. A request
+// with n > 1 runs n sequences that share the prompt's KV blocks (parallel sampling).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sampling/params.h"
+
+namespace pagoda {
+
+using RequestId = int64_t;
+
+struct RequestParams {
+  SamplingParams sampling;
+  int32_t max_tokens = 128;          // < 0: until a stop or the context is full
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  int32_t n = 1;                     // parallel samples of the same prompt
+  int32_t priority = 0;              // lower runs first (priority policy only)
+  int32_t logprobs = -1;             // >= 0: report the token's logprob and this many top ones
+};
+
+enum class FinishReason { kNone, kLength, kStop, kAbort };
+const char* finish_reason_name(FinishReason r);
+
+// One token of one sequence, or the end of it.
+struct StepOutput {
+  RequestId request = 0;
+  int32_t index = 0;            // which of the request's n samples
+  int32_t token = -1;           // -1: no new token (an abort)
+  float logprob = 0.0f;         // when RequestParams::logprobs >= 0
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+  FinishReason finish = FinishReason::kNone;
+  // Set on the first token of a sequence and at its end (seconds since engine start).
+  double arrival_time = 0, first_token_time = 0, finish_time = 0;
+  int32_t prompt_tokens = 0;
+  int32_t cached_prompt_tokens = 0;  // prompt tokens found in the prefix cache
+  int32_t output_tokens = 0;         // so far, this one included
+};
+
+}  // namespace pagoda

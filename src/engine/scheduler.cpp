@@ -1,0 +1,222 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace pagoda {
+
+Scheduler::Scheduler(const SchedulerConfig& config, BlockPool& pool, KvStorage& storage)
+    : config_(config), pool_(pool), storage_(storage) {}
+
+bool Scheduler::before(const Sequence* a, const Sequence* b) const {
+  if (config_.policy == SchedulePolicy::kPriority)
+    return std::tie(a->priority, a->arrival_order, a->id) < std::tie(b->priority, b->arrival_order, b->id);
+  return std::tie(a->arrival_order, a->id) < std::tie(b->arrival_order, b->id);
+}
+
+void Scheduler::add(Sequence* s) {
+  s->status = SeqStatus::kWaiting;
+  waiting_.push_back(s);
+}
+
+void Scheduler::add_running(Sequence* s) {
+  s->status = SeqStatus::kRunning;
+  running_.push_back(s);
+}
+
+void Scheduler::release(Sequence* s) {
+  pool_.release_all(s->blocks);
+  s->blocks.clear();
+  s->num_computed = 0;
+  s->num_hashed_blocks = 0;
+}
+
+void Scheduler::remove(Sequence* s) {
+  std::erase(waiting_, s);
+  std::erase(running_, s);
+  release(s);
+  s->status = SeqStatus::kFinished;
+}
+
+void Scheduler::finish(Sequence* s) { remove(s); }
+
+void Scheduler::preempt(Sequence* s) {
+  std::erase(running_, s);
+  release(s);
+  s->status = SeqStatus::kWaiting;
+  waiting_.push_back(s);
+  ++stats_.preemptions;
+}
+
+bool Scheduler::reserve(Sequence* s, int32_t upto) {
+  const int32_t bs = pool_.block_size();
+  const int32_t need = (upto + bs - 1) / bs;
+  const int32_t have = static_cast<int32_t>(s->blocks.size());
+  // Blocks the new tokens write into that others also hold (a prompt block shared by the
+  // n samples of a request) are copied first.
+  const int32_t first = s->num_computed / bs;
+  int32_t copies = 0;
+  for (int32_t i = first; i < std::min(have, need); ++i) copies += pool_.ref_count(s->blocks[i]) > 1 ? 1 : 0;
+  const int32_t fresh = std::max(0, need - have);
+  if (copies + fresh > pool_.num_free()) return false;
+  for (int32_t i = first; i < std::min(have, need); ++i) {
+    const BlockId old = s->blocks[i];
+    if (pool_.ref_count(old) <= 1) continue;
+    const BlockId mine = *pool_.make_unique(old);
+    const int32_t filled = std::clamp(s->num_computed - i * bs, 0, bs);
+    storage_.copy_block(old, mine, filled);
+    s->blocks[i] = mine;
+  }
+  if (fresh > 0) pool_.allocate(fresh, s->blocks);
+  return true;
+}
+
+int32_t Scheduler::claim_cached_prefix(Sequence* s) {
+  if (!config_.prefix_caching) return 0;
+  const int32_t bs = pool_.block_size();
+  // The last token always runs: its logits are what the step is for.
+  const int32_t max_blocks = (s->len() - 1) / bs;
+  while (static_cast<int32_t>(s->hashes.size()) < max_blocks) {
+    const size_t i = s->hashes.size();
+    const BlockHash parent = i == 0 ? 0 : s->hashes[i - 1];
+    s->hashes.push_back(BlockPool::hash_tokens(parent, std::span<const int32_t>(s->tokens).subspan(i * bs, bs)));
+  }
+  int32_t hits = 0;
+  for (int32_t i = 0; i < max_blocks; ++i) {
+    stats_.prefix_query_tokens += bs;
+    const std::optional<BlockId> b = pool_.lookup(s->hashes[i]);
+    if (!b) break;
+    pool_.retain(*b);
+    s->blocks.push_back(*b);
+    ++hits;
+    stats_.prefix_hit_tokens += bs;
+  }
+  s->num_hashed_blocks = hits;
+  return hits * bs;
+}
+
+void Scheduler::hash_full_blocks(Sequence* s) {
+  if (!config_.prefix_caching) return;
+  const int32_t bs = pool_.block_size();
+  const int32_t full = s->num_computed / bs;
+  for (int32_t i = s->num_hashed_blocks; i < full; ++i) {
+    if (static_cast<int32_t>(s->hashes.size()) <= i) {
+      const BlockHash parent = i == 0 ? 0 : s->hashes[i - 1];
+      s->hashes.push_back(BlockPool::hash_tokens(parent, std::span<const int32_t>(s->tokens).subspan(
+                                                             static_cast<size_t>(i) * bs, bs)));
+    }
+    pool_.set_hash(s->blocks[i], s->hashes[i]);
+  }
+  s->num_hashed_blocks = std::max(s->num_hashed_blocks, full);
+}
+
+const std::vector<ScheduledSeq>& Scheduler::schedule() {
+  work_.clear();
+  if (config_.mode == ScheduleMode::kStatic) schedule_static();
+  else schedule_continuous();
+  return work_;
+}
+
+void Scheduler::schedule_continuous() {
+  int32_t budget = config_.max_num_batched_tokens;
+  bool preempted = false;
+  // Running sequences first, in admission order; out of blocks, the sequence served last
+  // gives its blocks up (possibly the one being scheduled).
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* s = running_[i];
+    const int32_t want = std::min(s->len() - s->num_computed, budget);
+    if (want <= 0) {
+      ++i;
+      continue;
+    }
+    bool ok = false;
+    while (!(ok = reserve(s, s->num_computed + want))) {
+      Sequence* victim = *std::max_element(running_.begin(), running_.end(),
+                                           [&](const Sequence* a, const Sequence* b) { return before(a, b); });
+      for (size_t w = 0; w < work_.size(); ++w)
+        if (work_[w].seq == victim) {
+          budget += work_[w].n_tokens;
+          work_.erase(work_.begin() + static_cast<std::ptrdiff_t>(w));
+          break;
+        }
+      const size_t vi = static_cast<size_t>(std::find(running_.begin(), running_.end(), victim) - running_.begin());
+      preempt(victim);
+      preempted = true;
+      if (vi < i) --i;
+      if (victim == s) break;
+    }
+    if (!ok) continue;  // s itself was preempted; running_[i] is now the next one
+    work_.push_back({s, want});
+    budget -= want;
+    ++i;
+  }
+  if (preempted) return;  // memory is short: admit nothing new this step
+  while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    auto it = std::min_element(waiting_.begin(), waiting_.end(),
+                               [&](const Sequence* a, const Sequence* b) { return before(a, b); });
+    Sequence* s = *it;
+    const int32_t cached = claim_cached_prefix(s);
+    s->num_computed = cached;
+    if (s->output_len() == 0) s->cached_prompt_tokens = cached;
+    const int32_t want = std::min(s->len() - s->num_computed, budget);
+    if (!reserve(s, s->num_computed + want)) {
+      release(s);  // waits for memory, cached blocks back to the free queue
+      break;
+    }
+    waiting_.erase(it);
+    s->status = SeqStatus::kRunning;
+    running_.push_back(s);
+    work_.push_back({s, want});
+    budget -= want;
+  }
+}
+
+void Scheduler::schedule_static() {
+  if (running_.empty()) {
+    // A new batch: whole prompts, in arrival order, as many as fit.
+    std::sort(waiting_.begin(), waiting_.end(), [&](const Sequence* a, const Sequence* b) { return before(a, b); });
+    size_t taken = 0;
+    while (taken < waiting_.size() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+      Sequence* s = waiting_[taken];
+      s->num_computed = claim_cached_prefix(s);
+      if (s->output_len() == 0) s->cached_prompt_tokens = s->num_computed;
+      if (!reserve(s, s->len())) {
+        release(s);
+        break;
+      }
+      s->status = SeqStatus::kRunning;
+      running_.push_back(s);
+      work_.push_back({s, s->len() - s->num_computed});
+      ++taken;
+    }
+    waiting_.erase(waiting_.begin(), waiting_.begin() + static_cast<std::ptrdiff_t>(taken));
+    return;
+  }
+  for (size_t i = 0; i < running_.size();) {
+    Sequence* s = running_[i];
+    const int32_t want = s->len() - s->num_computed;
+    bool ok = false;
+    while (!(ok = reserve(s, s->len()))) {
+      Sequence* victim = running_.back();
+      for (size_t w = 0; w < work_.size(); ++w)
+        if (work_[w].seq == victim) {
+          work_.erase(work_.begin() + static_cast<std::ptrdiff_t>(w));
+          break;
+        }
+      preempt(victim);
+      if (victim == s) break;
+    }
+    if (!ok) continue;
+    if (want > 0) work_.push_back({s, want});
+    ++i;
+  }
+}
+
+void Scheduler::commit(const std::vector<ScheduledSeq>& work) {
+  for (const ScheduledSeq& w : work) {
+    w.seq->num_computed += w.n_tokens;
+    hash_full_blocks(w.seq);
+  }
+}
+
+}  // namespace pagoda

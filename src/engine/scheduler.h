@@ -1,0 +1,99 @@
+// Which tokens of which sequences run in the next step, as token-budget accounting in the
+// style of vLLM v1: every running sequence needs some tokens computed (1 for a decode,
+// a chunk for a prompt still being prefilled); running sequences are served first, then
+// waiting ones are admitted while the step's token budget (max_num_batched_tokens), the
+// sequence limit (max_num_seqs) and the free KV blocks allow. A long prompt is cut into
+// chunks (chunked prefill), so decodes never stall behind it.
+//
+// Out of blocks, the scheduler preempts by recompute: the lowest-priority running
+// sequence (the most recently admitted under FCFS) drops its blocks and goes back to the
+// front of the queue; its full blocks stay in the prefix cache, so it usually gets most
+// of them back. A request is never dropped for lack of memory.
+//
+// Prefix caching: a newly admitted sequence looks its full prompt blocks up by content
+// hash and starts computing after the longest cached prefix (never past its last token,
+// which must run to give logits). Blocks it fills are hashed for others.
+//
+// Static mode (the baseline): a batch of up to max_num_seqs requests is admitted only
+// when nothing runs, prefilled whole, and decoded until all of it has finished.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/block_pool.h"
+#include "kv/kv_storage.h"
+
+namespace pagoda {
+
+enum class SchedulePolicy { kFcfs, kPriority };
+enum class ScheduleMode { kContinuous, kStatic };
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  SchedulePolicy policy = SchedulePolicy::kFcfs;
+  ScheduleMode mode = ScheduleMode::kContinuous;
+  bool prefix_caching = true;
+};
+
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int32_t n_tokens = 0;  // tokens from seq->num_computed on
+};
+
+struct SchedulerStats {
+  int64_t preemptions = 0;
+  int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;    // of those, found
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, BlockPool& pool, KvStorage& storage);
+
+  void add(Sequence* s);  // to the waiting queue
+  // Removes a sequence wherever it is and frees its blocks.
+  void remove(Sequence* s);
+  // Frees a finished sequence's blocks and takes it out of the running set.
+  void finish(Sequence* s);
+  // Adds a running sequence split off another (n > 1); it already holds its blocks.
+  void add_running(Sequence* s);
+
+  // The next step's work; empty when nothing can run.
+  const std::vector<ScheduledSeq>& schedule();
+  // After the step ran: counts the computed tokens and hashes newly full blocks.
+  void commit(const std::vector<ScheduledSeq>& work);
+
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  const std::vector<Sequence*>& running() const { return running_; }
+  const SchedulerStats& stats() const { return stats_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  bool before(const Sequence* a, const Sequence* b) const;  // a is served first
+  // Makes s's blocks cover its first `upto` positions, copying a shared block it is about
+  // to write into (copy-on-write). False (allocating nothing new) when blocks run out.
+  bool reserve(Sequence* s, int32_t upto);
+  void preempt(Sequence* s);
+  void release(Sequence* s);
+  // Retains the cached blocks of s's longest cached prompt prefix; returns the tokens
+  // they cover.
+  int32_t claim_cached_prefix(Sequence* s);
+  void hash_full_blocks(Sequence* s);
+  void schedule_continuous();
+  void schedule_static();
+
+  SchedulerConfig config_;
+  BlockPool& pool_;
+  KvStorage& storage_;
+  std::vector<Sequence*> waiting_;
+  std::vector<Sequence*> running_;
+  std::vector<ScheduledSeq> work_;
+  std::vector<BlockId> scratch_blocks_;
+  SchedulerStats stats_;
+};
+
+}  // namespace pagoda
