@@ -47,7 +47,14 @@ Summary summarize(std::vector<double> v) {
   return s;
 }
 
+CLI::App* g_throughput = nullptr;
+
 int run_bench() {
+  if (g_throughput->parsed()) return run_bench_throughput();
+  if (g_args.model.empty()) {
+    fmt::print(stderr, "error: bench needs -m MODEL (or the throughput subcommand)\n");
+    return 1;
+  }
   if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
   ThreadPool& pool = ThreadPool::global();
   auto loaded = load_model(g_args.model, pool);
@@ -121,7 +128,9 @@ Subcommand add_bench_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("bench", "Measure prompt processing (pp) and generation (tg) speed, llama-bench style");
   // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
+  sub->add_option("-m,--model", g_args.model, "GGUF model file");
+  g_throughput = add_bench_throughput_command(*sub);
+  sub->require_subcommand(0, 1);
   sub->add_option("-p,--n-prompt", g_args.n_prompt, "Prompt tokens for the pp test (0: skip)");
   sub->add_option("-n,--n-gen", g_args.n_gen, "Generated tokens for the tg test (0: skip)");
   sub->add_option("-r,--repetitions", g_args.reps, "Timed repetitions per test")->check(CLI::PositiveNumber);

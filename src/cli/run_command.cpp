@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "engine/generator.h"
 #include "cli/model_loader.h"
 
@@ -33,6 +34,7 @@ struct RunArgs {
   std::string logits_out;
   SamplingParams sp;
   int64_t seed = -1;
+  EngineArgs engine;
 } g_args;
 CLI::Option* g_prompt_ids_opt = nullptr;
 
@@ -95,7 +97,13 @@ int run_run() {
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     return fail(error("the prompt has {} tokens but the context holds {}; use a shorter prompt or a larger --ctx-size",
                       prompt.size(), ctx));
-  KvCache kv = model.make_cache(ctx);
+  // One sequence: the default KV budget is one full context.
+  EngineArgs ea = g_args.engine;
+  ea.max_num_seqs = 1;
+  auto ec = engine_config(ea, ctx);
+  if (!ec) return fail(ec.status());
+  auto engine = Engine::create(model, tokenizer.get(), *ec);
+  if (!engine) return fail(engine.status());
 
   GenerateOptions opts;
   opts.max_tokens = g_args.n_predict;
@@ -114,7 +122,7 @@ int run_run() {
     std::fflush(stdout);
     return true;
   };
-  auto res = generate(model, kv, tokenizer.get(), prompt, opts, on_token, !g_args.logits_out.empty());
+  auto res = generate(**engine, tokenizer.get(), prompt, opts, on_token, !g_args.logits_out.empty());
   if (!res) return fail(res.status());
   fmt::print("\n");
   const GenerateStats& s = res->stats;
@@ -170,6 +178,7 @@ Subcommand add_run_command(CLI::App& app) {
   sub->add_flag("--no-stats", g_args.quiet_stats, "Do not print the stats line");
   sub->add_option("--ids-out", g_args.ids_out, "Write prompt and generated token ids as JSON");
   sub->add_option("--logits-out", g_args.logits_out, "Write each generated token's logits (float32 rows)");
+  add_engine_options(*sub, g_args.engine);
   return {"run", sub, run_run};
 }
 

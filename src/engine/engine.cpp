@@ -146,11 +146,18 @@ FinishReason Engine::stop_reason(const Sequence& s) const {
   return FinishReason::kNone;
 }
 
-void Engine::sample_into(Sequence& s, std::span<float> logits, StepOutput& out) {
-  row_.assign(logits.begin(), logits.end());
+void Engine::sample_into(Sequence& s, std::span<float> logits, bool shared, StepOutput& out) {
   out.request = s.request;
   out.index = s.index;
-  const int32_t tok = s.sampler->sample(row_, s.tokens);
+  if (s.params->return_logits) out.logits.assign(logits.begin(), logits.end());
+  // The sampler's penalties edit the row in place: a row that the samples of a request
+  // share, or whose raw values the logprobs need afterwards, is copied first.
+  std::span<float> row = logits;
+  if (shared || s.params->logprobs >= 0) {
+    row_.assign(logits.begin(), logits.end());
+    row = row_;
+  }
+  const int32_t tok = s.sampler->sample(row, s.tokens);
   if (s.params->logprobs >= 0) {
     out.logprob = static_cast<float>(logits[tok] - log_sum_exp(logits));
     if (s.params->logprobs > 0) out.top_logprobs = top_logprobs(logits, s.params->logprobs);
@@ -195,7 +202,8 @@ Result<std::vector<StepOutput>> Engine::step() {
     std::span<float> logits(logits_.data() + row * V, static_cast<size_t>(V));
     ++row;
     RequestRecord& r = requests_.at(s->request);
-    std::vector<Sequence*> targets{s};
+    std::vector<Sequence*>& targets = targets_;
+    targets.assign(1, s);
     if (r.params.n > 1 && !s->forked) {
       const size_t before = r.seqs.size();
       fork(r, *s);
@@ -203,7 +211,7 @@ Result<std::vector<StepOutput>> Engine::step() {
     }
     for (Sequence* t : targets) {
       StepOutput out;
-      sample_into(*t, logits, out);
+      sample_into(*t, logits, targets.size() > 1, out);
       if (out.finish != FinishReason::kNone) {
         scheduler_->finish(t);
         if (--r.live == 0) done.push_back(t->request);

@@ -83,8 +83,8 @@ class Engine {
     int32_t live = 0;  // sequences not finished
   };
   Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& config);
-  // Samples seq's next token from `logits` (one row, modified); fills `out`.
-  void sample_into(Sequence& s, std::span<float> logits, StepOutput& out);
+  // Samples s's next token from `logits` (one row; left intact when `shared`); fills `out`.
+  void sample_into(Sequence& s, std::span<float> logits, bool shared, StepOutput& out);
   FinishReason stop_reason(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
 
@@ -101,6 +101,7 @@ class Engine {
   Batch batch_;
   std::vector<float> logits_;
   std::vector<float> row_;
+  std::vector<Sequence*> targets_;
   EngineStats counters_;
   Timer clock_;
 };

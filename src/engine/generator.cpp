@@ -1,57 +1,58 @@
 #include "engine/generator.h"
 
+#include <optional>
+
 #include "base/timer.h"
 
 namespace pagoda {
 
-Result<GenerateResult> generate(Model& model, KvCache& kv, const Tokenizer* tokenizer,
-                                const std::vector<int32_t>& prompt, const GenerateOptions& opts,
-                                const TokenCallback& on_token, bool keep_logits) {
-  const int32_t n_vocab = model.config().n_vocab;
-  if (prompt.empty()) return error("the prompt is empty (no tokens to start from)");
-  if (static_cast<int64_t>(prompt.size()) >= kv.n_ctx())
-    return error("the prompt has {} tokens but the context holds {}; use a shorter prompt or a larger --ctx-size",
-                 prompt.size(), kv.n_ctx());
+Result<GenerateResult> generate(Engine& engine, const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
+                                const GenerateOptions& opts, const TokenCallback& on_token, bool keep_logits) {
+  if (engine.has_work()) return error("generate: the engine is busy with other requests");
+  RequestParams p;
+  p.sampling = opts.sampling;
+  p.max_tokens = opts.max_tokens < 0 ? -1 : opts.max_tokens;
+  p.ignore_eos = opts.ignore_eos;
+  p.return_logits = keep_logits;
   GenerateResult res;
   res.stats.prompt_tokens = static_cast<int32_t>(prompt.size());
-  std::vector<float> logits(n_vocab);
-  std::vector<int32_t> history = prompt;
-  Sampler sampler(opts.sampling);
+  res.stats.stop_reason = "length";
+  if (opts.max_tokens == 0) return res;
+  Timer timer;
+  auto id = engine.add_request(prompt, p);
+  if (!id) return id.status();
   std::optional<IncrementalDetokenizer> detok;
   // Generated text continues the prompt, so a leading space is real text.
   if (tokenizer != nullptr) detok.emplace(*tokenizer, /*at_text_start=*/false);
-
-  Timer timer;
-  PAGODA_TRY(model.forward(prompt, 0, kv, logits.data(), false));
-  res.stats.prefill_seconds = timer.seconds();
-  int32_t pos = static_cast<int32_t>(prompt.size());
   Timer decode_timer;
-  res.stats.stop_reason = "length";
-  for (int32_t i = 0; opts.max_tokens < 0 || i < opts.max_tokens; ++i) {
-    if (i > 0) {
-      if (pos > kv.n_ctx()) {
-        res.stats.stop_reason = "context";
+  bool running = true;
+  while (running && engine.has_work()) {
+    auto step = engine.step();
+    if (!step) {
+      engine.abort(*id);
+      return step.status();
+    }
+    for (StepOutput& o : *step) {
+      if (o.token < 0) continue;
+      if (res.tokens.empty()) {
+        res.stats.ttft_seconds = timer.seconds();
+        res.stats.prefill_seconds = res.stats.ttft_seconds;
+        decode_timer.reset();
+      }
+      res.tokens.push_back(o.token);
+      if (keep_logits) res.logits.insert(res.logits.end(), o.logits.begin(), o.logits.end());
+      const bool eog = tokenizer != nullptr && tokenizer->is_eog(o.token);
+      std::string text;
+      if (detok && !eog) text = detok->push(o.token);
+      if (on_token && !on_token(o.token, text)) {
+        engine.abort(*id);
+        res.stats.stop_reason = "cancelled";
+        running = false;
         break;
       }
-      const int32_t last = history.back();
-      PAGODA_TRY(model.forward(std::span<const int32_t>(&last, 1), pos - 1, kv, logits.data(), false));
-    }
-    if (keep_logits) res.logits.insert(res.logits.end(), logits.begin(), logits.end());
-    const int32_t tok = sampler.sample(logits, history);
-    if (i == 0) {
-      res.stats.ttft_seconds = timer.seconds();
-      decode_timer.reset();
-    }
-    history.push_back(tok);
-    res.tokens.push_back(tok);
-    ++pos;
-    const bool eog = tokenizer != nullptr && tokenizer->is_eog(tok);
-    std::string text;
-    if (detok && !eog) text = detok->push(tok);
-    if (on_token && !on_token(tok, text)) break;
-    if (eog && !opts.ignore_eos) {
-      res.stats.stop_reason = "eos";
-      break;
+      if (o.finish == FinishReason::kStop) res.stats.stop_reason = "eos";
+      else if (o.finish == FinishReason::kLength)
+        res.stats.stop_reason = opts.max_tokens > 0 && o.output_tokens >= opts.max_tokens ? "length" : "context";
     }
   }
   if (detok && on_token) {

@@ -1,7 +1,7 @@
-// Single-sequence generation: prefill the prompt in one batched forward, then decode one
-// token at a time, sampling each and streaming its text. Timings for the two phases are
-// kept separately (time to first token, prefill and decode rates). The continuous
-// batching engine replaces this for many sequences; this is what `pagoda run` drives.
+// Single-request generation on top of the engine: what `pagoda run` and the tools drive.
+// The prompt is prefilled (in one batched forward, or chunks of the engine's token
+// budget), then tokens are sampled one at a time and their text streamed. Timings for the
+// two phases are kept separately (time to first token, prefill and decode rates).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "model/model.h"
+#include "engine/engine.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,10 +25,10 @@ struct GenerateOptions {
 struct GenerateStats {
   int32_t prompt_tokens = 0;
   int32_t generated_tokens = 0;
-  double prefill_seconds = 0;   // the prompt's forward pass
-  double ttft_seconds = 0;      // prefill + first sample
+  double prefill_seconds = 0;   // the prompt's forward pass (and the first sample)
+  double ttft_seconds = 0;      // request queued -> first token
   double decode_seconds = 0;    // everything after the first token
-  std::string stop_reason;      // "length", "eos", "context"
+  std::string stop_reason;      // "length", "eos", "context", "cancelled"
 };
 
 struct GenerateResult {
@@ -38,11 +38,11 @@ struct GenerateResult {
 };
 
 // on_token(id, text): called for each generated token with the text that became
-// complete (may be empty mid-character). Return false to stop early.
+// complete (may be empty mid-character); id -1 carries leftover text at the end. Return
+// false to stop early. The engine must have no other work (its steps run here).
 using TokenCallback = std::function<bool(int32_t, const std::string&)>;
 
-Result<GenerateResult> generate(Model& model, KvCache& kv, const Tokenizer* tokenizer,
-                                const std::vector<int32_t>& prompt, const GenerateOptions& opts,
-                                const TokenCallback& on_token, bool keep_logits);
+Result<GenerateResult> generate(Engine& engine, const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
+                                const GenerateOptions& opts, const TokenCallback& on_token, bool keep_logits);
 
 }  // namespace pagoda

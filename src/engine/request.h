@@ -22,6 +22,7 @@ struct RequestParams {
   int32_t n = 1;                     // parallel samples of the same prompt
   int32_t priority = 0;              // lower runs first (priority policy only)
   int32_t logprobs = -1;             // >= 0: report the token's logprob and this many top ones
+  bool return_logits = false;        // copy each step's raw logits row into the output (tools)
 };
 
 enum class FinishReason { kNone, kLength, kStop, kAbort };
@@ -34,6 +35,7 @@ struct StepOutput {
   int32_t token = -1;           // -1: no new token (an abort)
   float logprob = 0.0f;         // when RequestParams::logprobs >= 0
   std::vector<std::pair<int32_t, float>> top_logprobs;
+  std::vector<float> logits;    // when RequestParams::return_logits
   FinishReason finish = FinishReason::kNone;
   // Set on the first token of a sequence and at its end (seconds since engine start).
   double arrival_time = 0, first_token_time = 0, finish_time = 0;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "gguf/gguf_file.h"
+#include "sampling/sampler.h"
 #include "model/random_model.h"
 
 namespace pagoda {
@@ -33,6 +34,14 @@ Loaded load_tiny(ThreadPool& pool) {
   return l;
 }
 
+std::unique_ptr<Engine> make_engine(Loaded& l, int32_t ctx) {
+  EngineConfig c;
+  c.max_model_len = ctx;
+  auto e = Engine::create(*l.model, l.tok.get(), c);
+  EXPECT_TRUE(e.is_ok());
+  return std::move(e.value());
+}
+
 TEST(Generator, GreedyIsDeterministicAndHonoursMaxTokens) {
   ThreadPool pool(2);
   Loaded l = load_tiny(pool);
@@ -41,9 +50,9 @@ TEST(Generator, GreedyIsDeterministicAndHonoursMaxTokens) {
   o.ignore_eos = true;
   o.sampling.temperature = 0;
   const std::vector<int32_t> prompt = {1, 300, 301};
-  KvCache kv1 = l.model->make_cache(64), kv2 = l.model->make_cache(64);
-  auto a = generate(*l.model, kv1, l.tok.get(), prompt, o, nullptr, true);
-  auto b = generate(*l.model, kv2, l.tok.get(), prompt, o, nullptr, false);
+  auto engine = make_engine(l, 64);
+  auto a = generate(*engine, l.tok.get(), prompt, o, nullptr, true);
+  auto b = generate(*engine, l.tok.get(), prompt, o, nullptr, false);
   ASSERT_TRUE(a.is_ok() && b.is_ok());
   EXPECT_EQ(a->tokens.size(), 12u);
   EXPECT_EQ(a->tokens, b->tokens);
@@ -63,21 +72,21 @@ TEST(Generator, StopsWhenTheContextIsFull) {
   o.max_tokens = -1;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
-  KvCache kv = l.model->make_cache(10);
-  auto r = generate(*l.model, kv, l.tok.get(), {1, 2, 3}, o, nullptr, false);
+  auto engine = make_engine(l, 10);
+  auto r = generate(*engine, l.tok.get(), {1, 2, 3}, o, nullptr, false);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(r->stats.stop_reason, "context");
-  EXPECT_EQ(r->tokens.size(), 8u);  // positions 3..9 are fed back, plus the last sampled token
+  EXPECT_EQ(r->tokens.size(), 7u);  // prompt and output together fill the 10-token context
 }
 
 TEST(Generator, RejectsPromptsThatDoNotFit) {
   ThreadPool pool(1);
   Loaded l = load_tiny(pool);
-  KvCache kv = l.model->make_cache(4);
-  auto r = generate(*l.model, kv, l.tok.get(), {1, 2, 3, 4, 5}, GenerateOptions{}, nullptr, false);
+  auto engine = make_engine(l, 4);
+  auto r = generate(*engine, l.tok.get(), {1, 2, 3, 4, 5}, GenerateOptions{}, nullptr, false);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("context"), std::string::npos);
-  auto e = generate(*l.model, kv, l.tok.get(), {}, GenerateOptions{}, nullptr, false);
+  auto e = generate(*engine, l.tok.get(), {}, GenerateOptions{}, nullptr, false);
   EXPECT_FALSE(e.is_ok());
 }
 
@@ -88,12 +97,15 @@ TEST(Generator, CallbackCanStopEarlyAndStreamsText) {
   o.max_tokens = 50;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
-  KvCache kv = l.model->make_cache(64);
+  auto engine = make_engine(l, 64);
   int calls = 0;
-  auto r = generate(*l.model, kv, l.tok.get(), {1, 300}, o, [&](int32_t, const std::string&) { return ++calls < 5; },
+  auto r = generate(*engine, l.tok.get(), {1, 300}, o, [&](int32_t, const std::string&) { return ++calls < 5; },
                     false);
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->tokens.size(), 5u);
+  EXPECT_EQ(r->stats.stop_reason, "cancelled");
+  EXPECT_FALSE(engine->has_work()) << "a cancelled request is aborted";
+  EXPECT_EQ(engine->stats().used_blocks, 0);
 }
 
 }  // namespace

@@ -1,0 +1,221 @@
+// `pagoda bench throughput -m MODEL`: offline serving throughput, like vLLM's
+// benchmark_throughput with its random dataset. N requests with prompt and output lengths
+// drawn uniformly from [len * (1 - r), len * (1 + r)] (optionally all starting with the
+// same prefix) are queued at once (or at --request-rate per second, Poisson) and the
+// engine runs until all finish. Reports requests/s, output and total tokens/s, TTFT, TPOT
+// and end-to-end latency percentiles, KV utilization and waste (allocated but unused
+// slots), prefix-cache hit rate and preemptions. Outputs ignore end-of-text so every
+// request generates exactly its drawn length.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <unordered_map>
+
+#include "base/thread_pool.h"
+#include "base/timer.h"
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "cli/model_loader.h"
+
+namespace pagoda {
+namespace {
+
+struct ThroughputArgs {
+  std::string model;
+  int32_t num_prompts = 64;
+  int32_t input_len = 256;
+  int32_t output_len = 128;
+  double range_ratio = 0.0;
+  int32_t prefix_len = 0;
+  double request_rate = 0;  // 0: all at once
+  int32_t ctx = 0;
+  int32_t threads = 0;
+  uint32_t seed = 0;
+  bool json = false;
+  EngineArgs engine;
+} g_args;
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const double idx = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(idx));
+  const size_t hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
+}
+
+int fail(const Status& st) {
+  fmt::print(stderr, "error: {}\n", st.message());
+  return 1;
+}
+
+}  // namespace
+
+CLI::App* add_bench_throughput_command(CLI::App& bench) {
+  CLI::App* sub = bench.add_subcommand("throughput", "Offline serving throughput of the engine on a generated workload");
+  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
+  sub->add_option("--num-prompts", g_args.num_prompts, "Requests in the workload")->check(CLI::PositiveNumber);
+  sub->add_option("--input-len", g_args.input_len, "Mean prompt length in tokens (after any shared prefix)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--output-len", g_args.output_len, "Mean output length in tokens")->check(CLI::PositiveNumber);
+  sub->add_option("--range-ratio", g_args.range_ratio, "Lengths are uniform in [len*(1-r), len*(1+r)]")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--prefix-len", g_args.prefix_len, "Tokens of a prefix every prompt shares (a system prompt)");
+  sub->add_option("--request-rate", g_args.request_rate, "Poisson arrivals per second (0: all at once)");
+  sub->add_option("-c,--ctx-size", g_args.ctx, "Context per sequence (0: the model's trained context)");
+  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
+  sub->add_option("--seed", g_args.seed, "Workload seed");
+  sub->add_flag("--json", g_args.json, "Print the results as one JSON object");
+  add_engine_options(*sub, g_args.engine);
+  return sub;
+}
+
+int run_bench_throughput() {
+  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
+  ThreadPool& pool = ThreadPool::global();
+  auto loaded = load_model(g_args.model, pool);
+  if (!loaded) return fail(loaded.status());
+  Model& model = *loaded->model;
+  const ModelConfig& mc = model.config();
+  auto tok = Tokenizer::from_gguf(*loaded->file);
+  const int32_t ctx = g_args.ctx > 0 ? g_args.ctx : mc.n_ctx_train;
+  auto ec = engine_config(g_args.engine, ctx);
+  if (!ec) return fail(ec.status());
+  auto engine_r = Engine::create(model, nullptr, *ec);
+  if (!engine_r) return fail(engine_r.status());
+  Engine& engine = **engine_r;
+
+  // The workload: random ids from the upper half of the vocabulary (ordinary tokens).
+  std::mt19937 rng(g_args.seed);
+  std::uniform_int_distribution<int32_t> tokd(mc.n_vocab / 2, mc.n_vocab - 1);
+  auto draw_len = [&](int32_t mean) {
+    const int32_t lo = std::max(1, static_cast<int32_t>(std::lround(mean * (1.0 - g_args.range_ratio))));
+    const int32_t hi = std::max(lo, static_cast<int32_t>(std::lround(mean * (1.0 + g_args.range_ratio))));
+    return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
+  };
+  std::vector<int32_t> prefix(static_cast<size_t>(std::max(0, g_args.prefix_len)));
+  for (int32_t& t : prefix) t = tokd(rng);
+  struct Item {
+    std::vector<int32_t> prompt;
+    int32_t max_tokens;
+    double arrival;
+  };
+  std::vector<Item> items;
+  double t_arrive = 0;
+  std::exponential_distribution<double> gap(g_args.request_rate > 0 ? g_args.request_rate : 1.0);
+  for (int32_t i = 0; i < g_args.num_prompts; ++i) {
+    Item it;
+    it.prompt = prefix;
+    const int32_t n = draw_len(g_args.input_len);
+    for (int32_t k = 0; k < n; ++k) it.prompt.push_back(tokd(rng));
+    it.max_tokens = std::min(draw_len(g_args.output_len), engine.max_model_len() - static_cast<int32_t>(it.prompt.size()));
+    if (it.max_tokens < 1)
+      return fail(error("a prompt of {} tokens leaves no room in the {}-token context; use a larger --ctx-size",
+                        it.prompt.size(), engine.max_model_len()));
+    if (g_args.request_rate > 0) t_arrive += gap(rng);
+    it.arrival = t_arrive;
+    items.push_back(std::move(it));
+  }
+
+  RequestParams params;
+  params.sampling.temperature = 0.0f;
+  params.ignore_eos = true;
+  std::vector<double> ttft, tpot, e2e;
+  int64_t out_tokens = 0, in_tokens = 0;
+  double usage_sum = 0, usage_peak = 0, waste_sum = 0, waste_steady_sum = 0;
+  int64_t samples = 0, steady_samples = 0;
+  size_t next = 0;
+  Timer clock;
+  while (next < items.size() || engine.has_work()) {
+    while (next < items.size() && items[next].arrival <= clock.seconds()) {
+      params.max_tokens = items[next].max_tokens;
+      in_tokens += static_cast<int64_t>(items[next].prompt.size());
+      auto id = engine.add_request(items[next].prompt, params);
+      if (!id) return fail(id.status());
+      ++next;
+    }
+    if (!engine.has_work()) continue;  // waiting for the next arrival
+    auto step = engine.step();
+    if (!step) return fail(step.status());
+    for (const StepOutput& o : *step) {
+      if (o.token >= 0) ++out_tokens;
+      if (o.finish == FinishReason::kNone) continue;
+      ttft.push_back(o.first_token_time - o.arrival_time);
+      e2e.push_back(o.finish_time - o.arrival_time);
+      if (o.output_tokens > 1) tpot.push_back((o.finish_time - o.first_token_time) / (o.output_tokens - 1));
+    }
+    const EngineStats st = engine.stats();
+    if (st.used_blocks == 0) continue;
+    const double waste = st.kv_waste(ec->block_size);
+    usage_sum += st.kv_usage();
+    usage_peak = std::max(usage_peak, st.kv_usage());
+    waste_sum += waste;
+    ++samples;
+    // Steady state: requests are queued, so the batch is as full as the limits allow.
+    if (st.num_waiting > 0) {
+      waste_steady_sum += waste;
+      ++steady_samples;
+    }
+  }
+  const double secs = clock.seconds();
+  const EngineStats st = engine.stats();
+  const double hit_rate =
+      st.prefix_query_tokens > 0 ? static_cast<double>(st.prefix_hit_tokens) / st.prefix_query_tokens : 0.0;
+  nlohmann::json j = {
+      {"model", g_args.model},
+      {"threads", pool.num_threads()},
+      {"scheduler", g_args.engine.scheduler},
+      {"prefix_caching", !g_args.engine.no_prefix_caching},
+      {"max_num_seqs", ec->scheduler.max_num_seqs},
+      {"max_num_batched_tokens", ec->scheduler.max_num_batched_tokens},
+      {"kv_blocks", st.num_blocks},
+      {"block_size", ec->block_size},
+      {"num_prompts", g_args.num_prompts},
+      {"seconds", secs},
+      {"requests_per_second", g_args.num_prompts / secs},
+      {"output_tokens_per_second", out_tokens / secs},
+      {"total_tokens_per_second", (out_tokens + in_tokens) / secs},
+      {"input_tokens", in_tokens},
+      {"output_tokens", out_tokens},
+      {"ttft_ms", {{"mean", 0}, {"p50", percentile(ttft, 50) * 1e3}, {"p90", percentile(ttft, 90) * 1e3},
+                   {"p99", percentile(ttft, 99) * 1e3}}},
+      {"tpot_ms", {{"p50", percentile(tpot, 50) * 1e3}, {"p90", percentile(tpot, 90) * 1e3},
+                   {"p99", percentile(tpot, 99) * 1e3}}},
+      {"e2e_ms", {{"p50", percentile(e2e, 50) * 1e3}, {"p90", percentile(e2e, 90) * 1e3},
+                  {"p99", percentile(e2e, 99) * 1e3}}},
+      {"kv_usage_mean", samples ? usage_sum / samples : 0.0},
+      {"kv_usage_peak", usage_peak},
+      {"kv_waste_mean", samples ? waste_sum / samples : 0.0},
+      {"kv_waste_steady", steady_samples ? waste_steady_sum / steady_samples : 0.0},
+      {"prefix_cache_hit_rate", hit_rate},
+      {"preemptions", st.preemptions},
+      {"steps", st.steps},
+  };
+  double ttft_mean = 0;
+  for (double v : ttft) ttft_mean += v;
+  j["ttft_ms"]["mean"] = ttft.empty() ? 0.0 : ttft_mean / ttft.size() * 1e3;
+  if (g_args.json) {
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("pagoda bench throughput: {} | {} scheduler | {} requests | max {} seqs, {} batched tokens | {} KV blocks of {}\n",
+             g_args.model, g_args.engine.scheduler, g_args.num_prompts, ec->scheduler.max_num_seqs,
+             ec->scheduler.max_num_batched_tokens, st.num_blocks, ec->block_size);
+  fmt::print("  time {:.2f} s | {:.2f} requests/s | output {:.1f} tok/s | total {:.1f} tok/s\n", secs,
+             g_args.num_prompts / secs, out_tokens / secs, (out_tokens + in_tokens) / secs);
+  fmt::print("  TTFT ms  p50 {:.1f}  p90 {:.1f}  p99 {:.1f} | TPOT ms  p50 {:.2f}  p90 {:.2f}  p99 {:.2f}\n",
+             percentile(ttft, 50) * 1e3, percentile(ttft, 90) * 1e3, percentile(ttft, 99) * 1e3,
+             percentile(tpot, 50) * 1e3, percentile(tpot, 90) * 1e3, percentile(tpot, 99) * 1e3);
+  fmt::print("  KV usage mean {:.1f}% peak {:.1f}% | waste mean {:.2f}% steady {:.2f}% | prefix hits {:.1f}% | "
+             "preemptions {}\n",
+             100 * j["kv_usage_mean"].get<double>(), 100 * usage_peak, 100 * j["kv_waste_mean"].get<double>(),
+             100 * j["kv_waste_steady"].get<double>(), 100 * hit_rate, st.preemptions);
+  return 0;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,84 @@
+#include "cli/engine_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cctype>
+#include <cmath>
+#include <fstream>
+
+namespace pagoda {
+namespace {
+
+size_t available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key, unit;
+  size_t kb = 0;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+}  // namespace
+
+void add_engine_options(CLI::App& app, EngineArgs& a) {
+  app.add_option("--kv-cache-memory", a.kv_cache_memory,
+                 "KV cache budget: bytes with K/M/G suffix (e.g. 2GiB) or a fraction of available memory (e.g. 0.3); "
+                 "default: enough for --max-num-seqs full contexts, at most a quarter of available memory");
+  app.add_option("--block-size", a.block_size, "KV block size in tokens (a power of two)");
+  app.add_option("--max-num-seqs", a.max_num_seqs, "Most sequences running at once");
+  app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens,
+                 "Token budget of one step (decodes plus prefill chunks)");
+  app.add_option("--scheduler", a.scheduler, "continuous (default) or static (fixed batches, the baseline)")
+      ->check(CLI::IsMember({"continuous", "static"}));
+  app.add_option("--policy", a.policy, "fcfs (default) or priority (lower value first)")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
+  app.add_flag("--no-prefix-caching", a.no_prefix_caching, "Do not reuse KV blocks of identical prompt prefixes");
+}
+
+Result<size_t> parse_memory_size(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    return error("'{}' is not a memory size (examples: 2GiB, 512M, 0.3)", s);
+  }
+  std::string unit = s.substr(pos);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (!(v > 0) || !std::isfinite(v)) return error("memory size '{}' must be positive", s);
+  if (unit.empty() && v < 1.0) {
+    const size_t avail = available_bytes();
+    if (avail == 0) return error("cannot read the available memory for '{}'; give a size in bytes", s);
+    return static_cast<size_t>(v * static_cast<double>(avail));
+  }
+  double mult = 1;
+  if (unit.size() >= 2 && unit.compare(unit.size() - 2, 2, "IB") == 0) unit.resize(unit.size() - 2);
+  else if (!unit.empty() && unit.back() == 'B') unit.pop_back();
+  if (unit == "K") mult = 1024.0;
+  else if (unit == "M") mult = 1024.0 * 1024;
+  else if (unit == "G") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty()) return error("'{}': unknown unit (use K, M, G or T)", s);
+  return static_cast<size_t>(v * mult);
+}
+
+Result<EngineConfig> engine_config(const EngineArgs& a, int32_t max_model_len) {
+  EngineConfig c;
+  if (!a.kv_cache_memory.empty()) {
+    auto bytes = parse_memory_size(a.kv_cache_memory);
+    if (!bytes) return error("--kv-cache-memory: {}", bytes.status().message());
+    c.kv_cache_bytes = *bytes;
+  }
+  if (a.block_size < 1 || a.block_size > 1024 || (a.block_size & (a.block_size - 1)) != 0)
+    return error("--block-size must be a power of two between 1 and 1024 (got {})", a.block_size);
+  c.block_size = a.block_size;
+  c.scheduler.max_num_seqs = a.max_num_seqs;
+  c.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
+  c.scheduler.mode = a.scheduler == "static" ? ScheduleMode::kStatic : ScheduleMode::kContinuous;
+  c.scheduler.policy = a.policy == "priority" ? SchedulePolicy::kPriority : SchedulePolicy::kFcfs;
+  c.scheduler.prefix_caching = !a.no_prefix_caching;
+  c.max_model_len = max_model_len;
+  return c;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,37 @@
+// The engine flags every subcommand that runs the engine shares (run, bench, serve), with
+// vLLM's names: KV memory budget and block size, batch limits, scheduler mode and policy,
+// prefix caching.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "engine/engine.h"
+
+namespace CLI {
+class App;
+}
+
+namespace pagoda {
+
+struct EngineArgs {
+  std::string kv_cache_memory;  // "4GiB", "512M", bytes, or a fraction of available memory ("0.3")
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  std::string scheduler = "continuous";
+  std::string policy = "fcfs";
+  bool no_prefix_caching = false;
+};
+
+void add_engine_options(CLI::App& app, EngineArgs& args);
+
+// A memory size: a number with an optional K/M/G/T suffix (powers of 1024, "iB"/"B"
+// optional), or a fraction in (0, 1) of the machine's available memory.
+Result<size_t> parse_memory_size(const std::string& s);
+
+// max_model_len: the context per sequence (0: the model's).
+Result<EngineConfig> engine_config(const EngineArgs& args, int32_t max_model_len);
+
+}  // namespace pagoda

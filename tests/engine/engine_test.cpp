@@ -1,0 +1,298 @@
+// The engine against an independent oracle: each request run alone through a fresh
+// engine. Batching, chunked prefill, prefix caching, preemption and copy-on-write must
+// change nothing a request sees. Exact equality needs the kernels to give a token the same
+// result whatever else is in its batch, which holds on the scalar target (see
+// tests/kernels/batch_invariance_test.cpp); ctest runs these tests a second time with
+// PAGODA_CPU=scalar (the *_scalar entries), and on SIMD targets the output checks skip.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_test_util.h"
+#include "kernels/simd_target.h"
+
+namespace pagoda {
+namespace {
+
+using testing_util::drain;
+using testing_util::greedy;
+using testing_util::load_tiny;
+using testing_util::Outputs;
+using testing_util::run_alone;
+
+bool exact_batching() { return best_simd_target() == SimdTarget::kScalar; }
+#define REQUIRE_EXACT_BATCHING()                                                                       \
+  if (!exact_batching())                                                                             \
+  GTEST_SKIP() << "bit-exact batched outputs need the scalar kernels; ctest runs this test again as " \
+                  "the *_scalar entry with PAGODA_CPU=scalar"
+
+struct Workload {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> max_tokens;
+};
+
+// Mixed lengths; a third of the prompts start with the same 40 tokens.
+Workload mixed_workload(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> tok(3, vocab - 1), len(1, 90), out(4, 40);
+  std::vector<int32_t> shared(40);
+  for (int32_t& t : shared) t = tok(rng);
+  Workload w;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p;
+    if (i % 3 == 0) p = shared;
+    const int extra = len(rng);
+    for (int k = 0; k < extra; ++k) p.push_back(tok(rng));
+    w.prompts.push_back(p);
+    w.max_tokens.push_back(out(rng));
+  }
+  return w;
+}
+
+TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_mixed");
+  const Workload w = mixed_workload(64, m.model->config().n_vocab, 7);
+  EngineConfig c;
+  c.scheduler.max_num_seqs = 16;
+  c.scheduler.max_num_batched_tokens = 64;  // long prompts go in chunks
+  // 48 blocks of 16: room for about 6 sequences of this workload, so 16 running must preempt.
+  c.kv_cache_bytes = KvStorage::bytes_per_block({m.model->config().n_layer, m.model->config().kv_dim(), 16}) * 48;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], greedy(w.max_tokens[i])));
+  std::map<RequestId, FinishReason> finish;
+  Outputs got = drain(**e, &finish);
+  const EngineStats st = (*e)->stats();
+  EXPECT_GT(st.preemptions, 0) << "the workload was meant to run out of KV blocks";
+  EXPECT_GT(st.prefix_hit_tokens, 0) << "the shared prefix was meant to hit the cache";
+  EXPECT_EQ(st.used_blocks, 0) << "finished requests must free every block";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::vector<int32_t> alone = run_alone(*m.model, m.tok.get(), w.prompts[i], greedy(w.max_tokens[i]));
+    EXPECT_EQ((got[{ids[i], 0}]), alone) << "request " << i << " (prompt " << w.prompts[i].size() << " tokens)";
+    EXPECT_EQ(finish[ids[i]], FinishReason::kLength);
+    EXPECT_EQ((static_cast<int32_t>(got[{ids[i], 0}].size())), w.max_tokens[i]);
+  }
+}
+
+TEST(Engine, StaticBatchingGivesTheSameOutputs) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_static");
+  const Workload w = mixed_workload(20, m.model->config().n_vocab, 11);
+  EngineConfig c;
+  c.scheduler.mode = ScheduleMode::kStatic;
+  c.scheduler.max_num_seqs = 8;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], greedy(w.max_tokens[i])));
+  Outputs got = drain(**e);
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ((got[{ids[i], 0}]), run_alone(*m.model, m.tok.get(), w.prompts[i], greedy(w.max_tokens[i]))) << i;
+}
+
+TEST(Engine, GreedySamplesOfOneRequestShareThePromptAndAgree) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_fork");
+  // 21 tokens: the prompt's last block is partly filled, so every sample's first decode
+  // writes into a shared block (copy-on-write).
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 21; ++i) prompt.push_back(5 + 7 * i % 400);
+  RequestParams p = greedy(20);
+  p.n = 4;
+  auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
+  ASSERT_TRUE(e.is_ok());
+  const RequestId id = *(*e)->add_request(prompt, p);
+  Outputs got = drain(**e);
+  const std::vector<int32_t> alone = run_alone(*m.model, m.tok.get(), prompt, greedy(20));
+  for (int32_t i = 0; i < 4; ++i) EXPECT_EQ((got[{id, i}]), alone) << "sample " << i;
+  EXPECT_EQ((*e)->stats().used_blocks, 0);
+}
+
+TEST(Engine, SeededSamplesEqualSingleRequestsWithConsecutiveSeeds) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_seeds");
+  const std::vector<int32_t> prompt{1, 40, 41, 42, 43, 44, 45, 46, 47, 48};
+  RequestParams p;
+  p.sampling.temperature = 1.0f;
+  p.sampling.seed = 1234;
+  p.max_tokens = 16;
+  p.ignore_eos = true;
+  p.n = 3;
+  auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
+  ASSERT_TRUE(e.is_ok());
+  const RequestId id = *(*e)->add_request(prompt, p);
+  Outputs got = drain(**e);
+  for (int32_t i = 0; i < 3; ++i) {
+    RequestParams one = p;
+    one.n = 1;
+    one.sampling.seed = 1234 + static_cast<uint64_t>(i);
+    EXPECT_EQ((got[{id, i}]), run_alone(*m.model, m.tok.get(), prompt, one)) << "sample " << i;
+  }
+  EXPECT_NE((got[{id, 0}]), (got[{id, 1}])) << "different seeds should give different samples";
+}
+
+TEST(Engine, CachedPrefixIsReusedAndChangesNothing) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_prefix");
+  std::vector<int32_t> a(100), b;
+  for (int i = 0; i < 100; ++i) a[i] = 3 + (i * 13) % 500;
+  b = a;
+  b.resize(90);
+  b.push_back(77);
+  auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
+  ASSERT_TRUE(e.is_ok());
+  const RequestId ia = *(*e)->add_request(a, greedy(8));
+  Outputs ga = drain(**e);
+  const RequestId ib = *(*e)->add_request(b, greedy(8));
+  int32_t cached = -1;
+  Outputs gb;
+  while ((*e)->has_work()) {
+    auto r = (*e)->step();
+    ASSERT_TRUE(r.is_ok());
+    for (const StepOutput& o : *r) {
+      gb[{o.request, o.index}].push_back(o.token);
+      cached = o.cached_prompt_tokens;
+    }
+  }
+  EXPECT_EQ(cached, 80) << "5 full blocks of the 91-token prompt are shared with the first";
+  EXPECT_EQ((ga[{ia, 0}]), run_alone(*m.model, m.tok.get(), a, greedy(8)));
+  EXPECT_EQ((gb[{ib, 0}]), run_alone(*m.model, m.tok.get(), b, greedy(8)));
+}
+
+// --- Checks that hold on every target ------------------------------------------------
+
+TEST(Engine, OutOfKvMemoryQueuesAndPreemptsButCompletesEveryRequest) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_oom");
+  EngineConfig c;
+  c.kv_cache_bytes = KvStorage::bytes_per_block({m.model->config().n_layer, m.model->config().kv_dim(), 16}) * 10;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_EQ((*e)->max_model_len(), 160) << "one sequence alone must always fit in the pool";
+  std::vector<RequestId> ids;
+  std::vector<int32_t> prompt(60);
+  for (int i = 0; i < 60; ++i) prompt[i] = 10 + i;
+  for (int i = 0; i < 12; ++i) {
+    prompt[0] = 10 + i;  // distinct prompts: no sharing to lean on
+    ids.push_back(*(*e)->add_request(prompt, greedy(50)));
+  }
+  std::map<RequestId, FinishReason> finish;
+  Outputs got = drain(**e, &finish);
+  for (RequestId id : ids) {
+    EXPECT_EQ((got[{id, 0}].size()), 50u) << "request " << id;
+    EXPECT_EQ(finish[id], FinishReason::kLength);
+  }
+  EXPECT_GT((*e)->stats().preemptions, 0);
+  EXPECT_EQ((*e)->stats().used_blocks, 0);
+}
+
+TEST(Engine, SequenceStopsAtTheContextLimit) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_ctx");
+  EngineConfig c;
+  c.max_model_len = 40;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  const RequestId id = *(*e)->add_request(std::vector<int32_t>(30, 9), greedy(-1));
+  std::map<RequestId, FinishReason> finish;
+  Outputs got = drain(**e, &finish);
+  EXPECT_EQ((got[{id, 0}].size()), 10u);
+  EXPECT_EQ(finish[id], FinishReason::kLength);
+}
+
+TEST(Engine, BadRequestsAreRejectedWithAMessageAndQueueNothing) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_bad");
+  EngineConfig c;
+  c.max_model_len = 32;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  EXPECT_FALSE((*e)->add_request({}, greedy(4)).is_ok());
+  EXPECT_FALSE((*e)->add_request({1, 2, 100000}, greedy(4)).is_ok());
+  EXPECT_FALSE((*e)->add_request({1, -3}, greedy(4)).is_ok());
+  auto too_long = (*e)->add_request(std::vector<int32_t>(32, 5), greedy(4));
+  ASSERT_FALSE(too_long.is_ok());
+  EXPECT_NE(too_long.status().message().find("context"), std::string::npos) << too_long.status().message();
+  RequestParams bad_n = greedy(4);
+  bad_n.n = 0;
+  EXPECT_FALSE((*e)->add_request({1, 2}, bad_n).is_ok());
+  EXPECT_FALSE((*e)->add_request({1, 2}, greedy(0)).is_ok());
+  EXPECT_FALSE((*e)->has_work());
+}
+
+TEST(Engine, AbortFreesTheRequestsBlocksWhereverItIs) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_abort");
+  EngineConfig c;
+  c.scheduler.max_num_seqs = 2;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(*(*e)->add_request(std::vector<int32_t>(50, 20 + i), greedy(100)));
+  for (int s = 0; s < 3; ++s) ASSERT_TRUE((*e)->step().is_ok());
+  EXPECT_GT((*e)->stats().used_blocks, 0);
+  EXPECT_TRUE((*e)->abort(ids[0]));  // running
+  EXPECT_TRUE((*e)->abort(ids[3]));  // still waiting
+  EXPECT_FALSE((*e)->abort(ids[3]));
+  EXPECT_TRUE((*e)->abort(ids[1]));
+  EXPECT_TRUE((*e)->abort(ids[2]));
+  EXPECT_FALSE((*e)->has_work());
+  EXPECT_EQ((*e)->stats().used_blocks, 0);
+}
+
+TEST(Engine, PriorityPolicyServesTheMostUrgentRequestFirst) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_priority");
+  EngineConfig c;
+  c.scheduler.max_num_seqs = 1;
+  c.scheduler.policy = SchedulePolicy::kPriority;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  RequestParams low = greedy(3), high = greedy(3);
+  low.priority = 5;
+  high.priority = -1;
+  const RequestId a = *(*e)->add_request({1, 2, 3}, low);
+  const RequestId b = *(*e)->add_request({1, 2, 4}, low);
+  const RequestId urgent = *(*e)->add_request({1, 2, 5}, high);
+  std::vector<RequestId> order;
+  while ((*e)->has_work()) {
+    auto r = (*e)->step();
+    ASSERT_TRUE(r.is_ok());
+    for (const StepOutput& o : *r)
+      if (o.finish != FinishReason::kNone) order.push_back(o.request);
+  }
+  EXPECT_EQ(order, (std::vector<RequestId>{urgent, a, b}));
+}
+
+TEST(Engine, LogprobsAreReportedWhenAsked) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_logprobs");
+  auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
+  ASSERT_TRUE(e.is_ok());
+  RequestParams p = greedy(3);
+  p.logprobs = 2;
+  (void)*(*e)->add_request({1, 2, 3}, p);
+  while ((*e)->has_work()) {
+    auto r = (*e)->step();
+    ASSERT_TRUE(r.is_ok());
+    for (const StepOutput& o : *r) {
+      ASSERT_EQ(o.top_logprobs.size(), 2u);
+      EXPECT_EQ(o.top_logprobs[0].first, o.token) << "greedy picks the most likely token";
+      EXPECT_FLOAT_EQ(o.top_logprobs[0].second, o.logprob);
+      EXPECT_LE(o.logprob, 0.0f);
+      EXPECT_GE(o.top_logprobs[0].second, o.top_logprobs[1].second);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,86 @@
+// Shared by the engine tests: a tiny random model on disk, and drivers that run a set of
+// requests through an engine to completion, collecting each sample's tokens.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "model/random_model.h"
+
+namespace pagoda::testing_util {
+
+struct TinyModel {
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+inline TinyModel load_tiny(ThreadPool& pool, const std::string& name, RandomModelSpec spec = {}) {
+  const auto path = (std::filesystem::temp_directory_path() / ("pagoda_" + name + ".gguf")).string();
+  EXPECT_TRUE(write_random_model(spec, path).is_ok());
+  TinyModel l;
+  auto f = GgufFile::open(path);
+  EXPECT_TRUE(f.is_ok());
+  l.file = std::make_unique<GgufFile>(std::move(f.value()));
+  auto m = Model::load(*l.file, pool);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  l.model = std::move(m.value());
+  auto t = Tokenizer::from_gguf(*l.file);
+  EXPECT_TRUE(t.is_ok());
+  l.tok = std::move(t.value());
+  return l;
+}
+
+using Outputs = std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>>;
+
+// Steps the engine until it has no work, collecting tokens per (request, sample); fails
+// the test if a step errs or the engine stops making progress.
+inline Outputs drain(Engine& e, std::map<RequestId, FinishReason>* finish = nullptr) {
+  Outputs out;
+  int idle = 0;
+  while (e.has_work()) {
+    auto r = e.step();
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    if (!r.is_ok()) break;
+    if (r->empty() && ++idle > 3) {
+      ADD_FAILURE() << "the engine has work but schedules nothing";
+      break;
+    }
+    for (const StepOutput& o : *r) {
+      if (o.token >= 0) out[{o.request, o.index}].push_back(o.token);
+      if (finish != nullptr && o.finish != FinishReason::kNone) (*finish)[o.request] = o.finish;
+    }
+  }
+  return out;
+}
+
+// One request through a fresh, roomy engine of its own.
+inline std::vector<int32_t> run_alone(Model& m, const Tokenizer* tok, const std::vector<int32_t>& prompt,
+                                      const RequestParams& p) {
+  EngineConfig c;
+  c.kv_cache_bytes = 64ull << 20;
+  auto e = Engine::create(m, tok, c);
+  EXPECT_TRUE(e.is_ok());
+  auto id = (*e)->add_request(prompt, p);
+  EXPECT_TRUE(id.is_ok());
+  Outputs o = drain(**e);
+  return o[{*id, 0}];
+}
+
+inline RequestParams greedy(int32_t max_tokens) {
+  RequestParams p;
+  p.sampling.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+}  // namespace pagoda::testing_util
