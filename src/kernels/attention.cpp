@@ -18,8 +18,67 @@ inline const uint16_t* row(const Unit& u, const uint16_t* base, int32_t j) {
   return base + u.table[j >> u.shift] * u.block_stride + static_cast<int64_t>(j & u.mask) * u.kv_stride;
 }
 
+// The reference tiled body: one token and head at a time, keys klo..khi in tiles with
+// an online softmax (attention_body.h's run_tiled, in order).
+void attend_scalar_tiled(const Unit& u) {
+  const int32_t hd = u.head_dim;
+  float* scores = u.scratch;
+  float* acc = u.scratch + u.ld;
+  float* qh = acc + hd;
+  for (int32_t t = 0; t < u.n_tokens; ++t) {
+    const int32_t pos = u.hi + t;
+    const int32_t lo = std::max(u.klo, u.window > 0 ? std::max(u.lo, pos - u.window + 1) : u.lo);
+    const int32_t hi = std::min(pos, u.khi);
+    for (int32_t h = 0; h < u.n_heads; ++h) {
+      const float* qs = u.q + t * u.q_stride + static_cast<int64_t>(h) * hd;
+      for (int32_t i = 0; i < hd; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(qs[i]));
+      float m = -INFINITY, l = 0.0f;
+      std::fill(acc, acc + hd, 0.0f);
+      for (int32_t j0 = lo; j0 <= hi; j0 += kTileKeys) {
+        const int32_t j1 = std::min(hi, j0 + kTileKeys - 1);
+        float mt = -INFINITY;
+        for (int32_t j = j0; j <= j1; ++j) {
+          const uint16_t* kr = row(u, u.k, j);
+          float s = 0.0f;
+          for (int32_t i = 0; i < hd; ++i) s += qh[i] * fp16_to_fp32(kr[i]);
+          scores[j - j0] = s * u.scale;
+          mt = std::max(mt, scores[j - j0]);
+        }
+        const float m_new = std::max(m, mt);
+        const float alpha = m == -INFINITY ? 0.0f : std::exp(m - m_new);
+        double sum = 0.0;
+        for (int32_t j = j0; j <= j1; ++j) {
+          scores[j - j0] = std::exp(scores[j - j0] - m_new);
+          sum += scores[j - j0];
+        }
+        l = l * alpha + static_cast<float>(sum);
+        m = m_new;
+        for (int32_t i = 0; i < hd; ++i) acc[i] *= alpha;
+        for (int32_t j = j0; j <= j1; ++j) {
+          const uint16_t* vr = row(u, u.v, j);
+          for (int32_t i = 0; i < hd; ++i) acc[i] += scores[j - j0] * fp16_to_fp32(vr[i]);
+        }
+      }
+      const int32_t r = t * u.n_heads + h;
+      if (u.partial != nullptr) {
+        u.partial[r].m = m;
+        u.partial[r].l = l;
+        std::copy(acc, acc + hd, u.partial[r].acc);
+        continue;
+      }
+      float* o = u.out + t * u.q_stride + static_cast<int64_t>(h) * hd;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      for (int32_t i = 0; i < hd; ++i) o[i] = acc[i] * inv;
+    }
+  }
+}
+
 // The reference body: one token and head at a time, every sum in order.
 void attend_scalar(const Unit& u) {
+  if (u.tiled) {
+    attend_scalar_tiled(u);
+    return;
+  }
   const int32_t hd = u.head_dim;
   float* scores = u.scratch;
   float* qh = u.scratch + u.ld;
@@ -124,7 +183,11 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
   struct SeqPlan {
     int32_t block;
     int64_t n_blocks;
+    int32_t parts;       // split-KV parts of a decode over a long context
+    int32_t part_keys;   // keys per part
+    bool tiled;
     int64_t first_unit;
+    int64_t first_partial;  // index of its first partial row state (split only)
   };
   thread_local std::vector<SeqPlan> plan;
   plan.resize(seqs.size());
@@ -142,15 +205,37 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
   slices = (group + per_slice - 1) / per_slice;
   size_t scratch = 0;
   int64_t units = 0;
+  int64_t partial_rows = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    plan[i].first_unit = units;
-    units += plan[i].n_blocks * p.n_kv_heads * slices;
+    SeqPlan& sp = plan[i];
     const int32_t total = seqs[i].pos0 + seqs[i].n_tokens;
-    const int32_t block = plan[i].block;
+    const int32_t block = sp.block;
     const int32_t max_len = p.window > 0 ? std::min<int32_t>(p.window + block - 1, total) : total;
-    scratch = std::max(scratch, scratch_floats(block * per_slice, hd, max_len));
+    sp.tiled = max_len > kTiledMinKeys;
+    sp.parts = 1;
+    sp.part_keys = max_len;
+    // A lone long decode has too few units for the threads: cut its keys into parts.
+    if (sp.tiled && seqs[i].n_tokens == 1 && base_units * slices < 2 * threads) {
+      const int64_t want = (2 * threads + base_units * slices - 1) / (base_units * slices);
+      sp.parts = static_cast<int32_t>(std::clamp<int64_t>(want, 1, max_len / kSplitMinKeys));
+      if (sp.parts < 1) sp.parts = 1;
+      sp.part_keys = (max_len + sp.parts - 1) / sp.parts;
+    }
+    sp.first_unit = units;
+    sp.first_partial = partial_rows;
+    units += sp.n_blocks * p.n_kv_heads * slices * sp.parts;
+    if (sp.parts > 1) partial_rows += static_cast<int64_t>(p.n_kv_heads) * slices * per_slice * sp.parts;
+    scratch = std::max(scratch, sp.tiled ? tiled_scratch_floats(block * per_slice, hd)
+                                         : scratch_floats(block * per_slice, hd, max_len));
   }
+  // Partial row states of split decodes: (m, l) pairs and head_dim accumulators.
+  thread_local std::vector<PartialRow> partials;
+  thread_local std::vector<float> partial_acc;
+  partials.resize(static_cast<size_t>(partial_rows));
+  partial_acc.resize(static_cast<size_t>(partial_rows) * hd);
+  for (int64_t r = 0; r < partial_rows; ++r) partials[r].acc = partial_acc.data() + r * hd;
   const SeqPlan* plans = plan.data();
+  PartialRow* part_base = partials.data();
   const int32_t mask = static_cast<int32_t>((int64_t{1} << kv.block_shift) - 1);
   pool.parallel_for(units, 1, [&](int64_t b, int64_t e, int) {
     // Per-thread scratch (score rows and rounded queries), grown on demand, never shrunk.
@@ -161,11 +246,14 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       while (si + 1 < seqs.size() && plans[si + 1].first_unit <= job) ++si;
       const AttnSeq& s = seqs[si];
       const SeqPlan& sp = plans[si];
-      const int64_t local = job - sp.first_unit;
+      int64_t local = job - sp.first_unit;
+      const int32_t part = static_cast<int32_t>(local % sp.parts);
+      local /= sp.parts;
       const int32_t kvh = static_cast<int32_t>(local / (sp.n_blocks * slices));
       const int64_t rest = local % (sp.n_blocks * slices);
       const int64_t t0 = zigzag(rest / slices, sp.n_blocks) * sp.block;
-      const int32_t h0 = static_cast<int32_t>(rest % slices) * per_slice;
+      const int32_t slice = static_cast<int32_t>(rest % slices);
+      const int32_t h0 = slice * per_slice;
       const int32_t pos = s.pos0 + static_cast<int32_t>(t0);
       Unit u;
       const int64_t head = static_cast<int64_t>(kvh) * group + h0;
@@ -188,10 +276,54 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       u.scale = p.scale;
       u.rows_in_lanes = s.n_tokens > 1 || group >= 16;
       u.scratch = buf.data();
-      u.ld = score_stride(u.hi + u.n_tokens - u.lo);
+      u.tiled = sp.tiled;
+      if (sp.tiled) {
+        u.ld = score_stride(kTileKeys);
+        u.klo = u.lo + part * sp.part_keys;
+        u.khi = sp.parts > 1 ? std::min(u.hi + u.n_tokens - 1, u.klo + sp.part_keys - 1) : u.hi + u.n_tokens - 1;
+        if (sp.parts > 1)
+          u.partial = part_base + sp.first_partial +
+                      ((static_cast<int64_t>(kvh) * slices + slice) * sp.parts + part) * per_slice;
+      } else {
+        u.ld = score_stride(u.hi + u.n_tokens - u.lo);
+      }
+      if (u.klo > u.khi && u.partial != nullptr) {
+        for (int32_t r = 0; r < u.n_heads; ++r) u.partial[r].m = -INFINITY, u.partial[r].l = 0.0f;
+        continue;
+      }
       body(u);
     }
   });
+  if (partial_rows == 0) return;
+  // Merge the parts of each split decode: out = sum_p acc_p e^(m_p - M) / sum_p l_p e^(m_p - M).
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqPlan& sp = plans[i];
+    if (sp.parts <= 1) continue;
+    float* o_tok = out + seqs[i].q_offset * q_stride;
+    for (int32_t kvh = 0; kvh < p.n_kv_heads; ++kvh)
+      for (int32_t slice = 0; slice < slices; ++slice) {
+        const int32_t h0 = slice * per_slice;
+        const int32_t nh = std::min(per_slice, group - h0);
+        const PartialRow* pr =
+            part_base + sp.first_partial + (static_cast<int64_t>(kvh) * slices + slice) * sp.parts * per_slice;
+        for (int32_t h = 0; h < nh; ++h) {
+          float M = -INFINITY;
+          for (int32_t pt = 0; pt < sp.parts; ++pt) M = std::max(M, pr[pt * per_slice + h].m);
+          float* o = o_tok + (static_cast<int64_t>(kvh) * group + h0 + h) * hd;
+          std::fill(o, o + hd, 0.0f);
+          float L = 0.0f;
+          for (int32_t pt = 0; pt < sp.parts; ++pt) {
+            const PartialRow& r = pr[pt * per_slice + h];
+            if (r.l == 0.0f) continue;
+            const float w = std::exp(r.m - M);
+            L += r.l * w;
+            for (int32_t c = 0; c < hd; ++c) o[c] += r.acc[c] * w;
+          }
+          const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+          for (int32_t c = 0; c < hd; ++c) o[c] *= inv;
+        }
+      }
+  }
 }
 
 }  // namespace pagoda

@@ -22,6 +22,7 @@ struct V256 {
   static F load_h(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F set1(float x) { return _mm256_set1_ps(x); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static float hmax(F a) {

@@ -20,6 +20,7 @@ struct V512 {
   static F load_h(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static float hmax(F a) { return _mm512_reduce_max_ps(a); }

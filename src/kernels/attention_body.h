@@ -46,17 +46,17 @@ struct Attend {
 
   // ------------------------------------------------------------------ one token (decode)
 
-  // Scores of H heads (rows q + h * hd) against keys lo..hi, times scale, into the score
-  // rows sc + h * ld, K keys at a time. Keys past hi repeat key hi; their scores land in the
-  // row padding.
+  // Scores of H heads (rows q + h * hd) against keys klo..khi, times scale, into the score
+  // rows sc + h * ld (column 0 = key klo), K keys at a time. Keys past khi repeat key khi;
+  // their scores land in the row padding.
   template <int H, int K>
-  static void qk_row(const Unit& u, const float* q, float* sc) {
+  static void qk_row(const Unit& u, const float* q, float* sc, int32_t klo, int32_t khi) {
     static_assert(H * K == L);
     const int hd = u.head_dim;
     const F scale = V::set1(u.scale);
-    for (int32_t j = u.lo; j <= u.hi; j += K) {
+    for (int32_t j = klo; j <= khi; j += K) {
       const uint16_t* kr[K];
-      for (int kk = 0; kk < K; ++kk) kr[kk] = row(u, u.k, j + kk <= u.hi ? j + kk : u.hi);
+      for (int kk = 0; kk < K; ++kk) kr[kk] = row(u, u.k, j + kk <= khi ? j + kk : khi);
       F acc[L];
       for (int a = 0; a < L; ++a) acc[a] = V::zero();
       for (int c = 0; c < hd; c += L) {
@@ -69,35 +69,37 @@ struct Attend {
       }
       alignas(64) float s[L];
       V::store(s, V::mul(V::reduce(acc), scale));
-      for (int h = 0; h < H; ++h) std::memcpy(sc + h * u.ld + (j - u.lo), s + h * K, K * sizeof(float));
+      for (int h = 0; h < H; ++h) std::memcpy(sc + h * u.ld + (j - klo), s + h * K, K * sizeof(float));
     }
   }
 
-  static void scores_one_token(const Unit& u, float* sc, float* qh) {
+  // Q is rounded to FP16 like the cached K it meets, as llama.cpp does.
+  static void prepare_one_token(const Unit& u, float* qh) {
+    for (int i = 0; i < u.n_heads * u.head_dim; i += L) V::store(qh + i, V::round_h(V::load(u.q + i)));
+  }
+
+  static void scores_one_token(const Unit& u, float* sc, const float* qh, int32_t klo, int32_t khi) {
     const int hd = u.head_dim;
     const int32_t nh = u.n_heads;
-    // Q is rounded to FP16 like the cached K it meets, as llama.cpp does.
-    for (int i = 0; i < nh * hd; i += L) V::store(qh + i, V::round_h(V::load(u.q + i)));
     for (int32_t h = 0; h < nh;) {
       const float* q = qh + h * hd;
       float* s = sc + h * u.ld;
       const int32_t left = nh - h;
-      if (left >= 8) { qk_row<8, L / 8>(u, q, s); h += 8; }
-      else if (left >= 4) { qk_row<4, L / 4>(u, q, s); h += 4; }
-      else if (left >= 2) { qk_row<2, L / 2>(u, q, s); h += 2; }
-      else { qk_row<1, L>(u, q, s); h += 1; }
+      if (left >= 8) { qk_row<8, L / 8>(u, q, s, klo, khi); h += 8; }
+      else if (left >= 4) { qk_row<4, L / 4>(u, q, s, klo, khi); h += 4; }
+      else if (left >= 2) { qk_row<2, L / 2>(u, q, s, klo, khi); h += 2; }
+      else { qk_row<1, L>(u, q, s, klo, khi); h += 1; }
     }
   }
 
   // ------------------------------------------------------------------ rows in lanes (prefill)
 
-  // Scores of every query row of the unit (row r = token * n_heads + head) against keys
-  // lo .. hi + n_tokens - 1, into sc + r * ld.
-  static void scores_in_lanes(const Unit& u, float* sc, float* qt) {
+  // The unit's query rows (row r = token * n_heads + head), FP16-rounded and transposed
+  // for scores_in_lanes: qt[g][i][lane] = row g * L + lane at dimension i (0 past the rows).
+  static void prepare_in_lanes(const Unit& u, float* qt) {
     const int hd = u.head_dim;
     const int32_t rows = u.n_tokens * u.n_heads;
     const int32_t groups = (rows + L - 1) / L;
-    float* kf = qt + static_cast<size_t>(groups) * hd * L;
     // qt[g][i][lane] = FP16-rounded q of row g * L + lane at dimension i (0 past the rows).
     alignas(64) float tmp[L];
     for (int32_t g = 0; g < groups; ++g)
@@ -114,9 +116,16 @@ struct Attend {
           for (int m = 0; m < L; ++m) dst[(c + m) * L] = tmp[m];
         }
       }
+  }
+
+  // Scores of every query row against keys klo..khi, into sc + r * ld (column 0 = klo).
+  static void scores_in_lanes(const Unit& u, float* sc, float* qt, int32_t klo, int32_t khi) {
+    const int32_t rows = u.n_tokens * u.n_heads;
+    const int32_t groups = (rows + L - 1) / L;
+    float* kf = qt + static_cast<size_t>(groups) * u.head_dim * L;
     for (int32_t g = 0; g < groups; g += 2) {
-      if (g + 1 < groups) lanes_block<2>(u, qt, kf, g, sc);
-      else lanes_block<1>(u, qt, kf, g, sc);
+      if (g + 1 < groups) lanes_block<2>(u, qt, kf, g, sc, klo, khi);
+      else lanes_block<1>(u, qt, kf, g, sc, klo, khi);
     }
   }
 
@@ -127,14 +136,13 @@ struct Attend {
 
   // Scores of row groups g .. g + NG - 1 (NG * L rows) against all the unit's keys.
   template <int NG>
-  static void lanes_block(const Unit& u, const float* qt, float* kf, int32_t g, float* sc) {
+  static void lanes_block(const Unit& u, const float* qt, float* kf, int32_t g, float* sc, int32_t klo, int32_t last) {
     constexpr int KB = kKeys<NG>;
     const int hd = u.head_dim;
     const int32_t rows = u.n_tokens * u.n_heads;
-    const int32_t last = u.hi + u.n_tokens - 1;
     const F scale = V::set1(u.scale);
     const float* q0 = qt + static_cast<size_t>(g) * hd * L;
-    for (int32_t j0 = u.lo; j0 <= last; j0 += KB) {
+    for (int32_t j0 = klo; j0 <= last; j0 += KB) {
       // The block's keys as floats, kf[kk][i]; keys past the last repeat it.
       for (int kk = 0; kk < KB; ++kk) {
         const uint16_t* kr = row(u, u.k, j0 + kk <= last ? j0 + kk : last);
@@ -159,7 +167,7 @@ struct Attend {
         V::transpose(t);
         const int32_t base = (g + n) * L;
         const int32_t cnt = rows - base < L ? rows - base : L;
-        for (int32_t r = 0; r < cnt; ++r) V::store(sc + (base + r) * u.ld + (j0 - u.lo), V::mul(t[r], scale));
+        for (int32_t r = 0; r < cnt; ++r) V::store(sc + (base + r) * u.ld + (j0 - klo), V::mul(t[r], scale));
       }
     }
   }
@@ -237,12 +245,110 @@ struct Attend {
   }
 
   static void run(const Unit& u) {
+    if (u.tiled) {
+      run_tiled(u);
+      return;
+    }
     const int32_t rows = u.n_tokens * u.n_heads;
     float* sc = u.scratch;
     float* rest = u.scratch + static_cast<size_t>(rows) * u.ld;
-    if (u.rows_in_lanes) scores_in_lanes(u, sc, rest);
-    else scores_one_token(u, sc, rest);
+    const int32_t khi = u.hi + u.n_tokens - 1;
+    if (u.rows_in_lanes) {
+      prepare_in_lanes(u, rest);
+      scores_in_lanes(u, sc, rest, u.lo, khi);
+    } else {
+      prepare_one_token(u, rest);
+      scores_one_token(u, sc, rest, u.lo, khi);
+    }
     for (int32_t t = 0; t < u.n_tokens; ++t) finish_token(u, sc, t);
+  }
+
+  // ------------------------------------------------------------------ tiled (flash)
+
+  // Online softmax over tiles of kTileKeys keys (attention_kernels.h): scores of one tile
+  // at a time, a running max m and sum l per query row, and the value accumulator
+  // rescaled by exp(m_old - m_new) whenever the max grows. Scratch is independent of the
+  // context length. Keys klo..khi only (a part of the range under split-KV); the result
+  // is either the normalized output or, with u.partial, the row states to be merged.
+  static void run_tiled(const Unit& u) {
+    const int hd = u.head_dim;
+    const int32_t nh = u.n_heads;
+    const int32_t rows = u.n_tokens * nh;
+    float* sc = u.scratch;
+    float* acc = sc + static_cast<size_t>(rows) * u.ld;
+    float* tmp = acc + static_cast<size_t>(rows) * hd;
+    float* m = tmp + static_cast<size_t>(8) * hd;
+    float* l = m + rows;
+    float* rest = l + rows;
+    for (int32_t r = 0; r < rows; ++r) {
+      m[r] = -INFINITY;
+      l[r] = 0.0f;
+    }
+    for (int64_t i = 0; i < static_cast<int64_t>(rows) * hd; i += L) V::store(acc + i, V::zero());
+    if (u.rows_in_lanes) prepare_in_lanes(u, rest);
+    else prepare_one_token(u, rest);
+    const int32_t klo = u.klo, khi = u.khi;
+    for (int32_t j0 = klo; j0 <= khi; j0 += kTileKeys) {
+      const int32_t j1 = j0 + kTileKeys - 1 < khi ? j0 + kTileKeys - 1 : khi;
+      if (u.rows_in_lanes) scores_in_lanes(u, sc, rest, j0, j1);
+      else scores_one_token(u, sc, rest, j0, j1);
+      for (int32_t t = 0; t < u.n_tokens; ++t) {
+        const int32_t pos = u.hi + t;
+        int32_t tlo = u.window > 0 ? pos - u.window + 1 : u.lo;
+        tlo = tlo > j0 ? tlo : j0;
+        const int32_t thi = pos < j1 ? pos : j1;
+        if (tlo > thi) continue;
+        const int32_t len = thi - tlo + 1;
+        float* w = sc + static_cast<size_t>(t) * nh * u.ld + (tlo - j0);
+        for (int32_t h = 0; h < nh; ++h) {
+          float* s = w + h * u.ld;
+          const int32_t r = t * nh + h;
+          int32_t j = 0;
+          F mv = V::set1(-INFINITY);
+          for (; j + L <= len; j += L) mv = V::max(V::load(s + j), mv);
+          float mt = V::hmax(mv);
+          for (; j < len; ++j) mt = s[j] > mt ? s[j] : mt;
+          const float m_new = mt > m[r] ? mt : m[r];
+          const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
+          const double sum = exp_shifted_sum(s, len, m_new);
+          l[r] = l[r] * alpha + static_cast<float>(sum);
+          m[r] = m_new;
+          if (alpha != 1.0f) {
+            const F a = V::set1(alpha);
+            for (int c = 0; c < hd; c += L) V::store(acc + r * hd + c, V::mul(V::load(acc + r * hd + c), a));
+          }
+        }
+        for (int32_t h = 0; h < nh;) {
+          const int32_t left = nh - h;
+          const int H = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+          const float* wh = w + h * u.ld;
+          if (H == 8) pv_heads<8>(u, wh, tlo, len, tmp);
+          else if (H == 4) pv_heads<4>(u, wh, tlo, len, tmp);
+          else if (H == 2) pv_heads<2>(u, wh, tlo, len, tmp);
+          else pv_heads<1>(u, wh, tlo, len, tmp);
+          for (int k = 0; k < H; ++k) {
+            float* a = acc + static_cast<size_t>(t * nh + h + k) * hd;
+            for (int c = 0; c < hd; c += L) V::store(a + c, V::add(V::load(a + c), V::load(tmp + k * hd + c)));
+          }
+          h += H;
+        }
+      }
+    }
+    for (int32_t t = 0; t < u.n_tokens; ++t)
+      for (int32_t h = 0; h < nh; ++h) {
+        const int32_t r = t * nh + h;
+        const float* a = acc + static_cast<size_t>(r) * hd;
+        if (u.partial != nullptr) {
+          PartialRow& pr = u.partial[r];
+          pr.m = m[r];
+          pr.l = l[r];
+          for (int c = 0; c < hd; c += L) V::store(pr.acc + c, V::load(a + c));
+          continue;
+        }
+        const F inv = V::set1(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
+        float* o = u.out + t * u.q_stride + static_cast<int64_t>(h) * hd;
+        for (int c = 0; c < hd; c += L) V::store(o + c, V::mul(V::load(a + c), inv));
+      }
   }
 };
 

@@ -15,6 +15,23 @@
 
 namespace pagoda::attn {
 
+// Keys per tile of the tiled (flash) path, and the context length from which a unit takes
+// it: below, a unit keeps whole score rows (the exact llama.cpp softmax order); above,
+// scratch stops growing with the context.
+inline constexpr int32_t kTileKeys = 256;
+inline constexpr int32_t kTiledMinKeys = 2048;
+// Split-KV decode: a long context is cut into parts of at least this many keys, run in
+// parallel and merged, when there are too few (sequence, KV head) units to fill the threads.
+inline constexpr int32_t kSplitMinKeys = 1024;
+
+// The state of one query row over part of the keys (split-KV): running max, sum of
+// exp(s - m) and the unnormalized value accumulator (head_dim floats).
+struct PartialRow {
+  float m = 0;
+  float l = 0;
+  float* acc = nullptr;
+};
+
 struct Unit {
   // n_tokens consecutive query tokens, each with n_heads query rows of head_dim floats
   // (back to back); token t's rows at q + t * q_stride, its output at out + t * q_stride.
@@ -46,7 +63,13 @@ struct Unit {
   // the unit sees (hi + n_tokens - lo): rows of scores score_stride(len) floats apart, then
   // room for the queries.
   float* scratch = nullptr;
-  size_t ld = 0;  // score_stride(len)
+  size_t ld = 0;  // score_stride(len), or score_stride(kTileKeys) when tiled
+  // Tiled (flash) mode: keys klo..khi only, in tiles, with an online softmax; scratch as
+  // tiled_scratch_floats. With `partial` (one per query row), the row states go there
+  // instead of the normalized output to `out`.
+  bool tiled = false;
+  int32_t klo = 0, khi = 0;
+  PartialRow* partial = nullptr;
 };
 
 // Scratch sizes, for the front only (the SIMD files call no shared inline function, so the
@@ -56,6 +79,11 @@ struct Unit {
 static inline size_t score_stride(int32_t len) { return ((static_cast<size_t>(len) + 15) & ~static_cast<size_t>(15)) + 16; }
 static inline size_t scratch_floats(int32_t rows, int32_t head_dim, int32_t len) {
   return static_cast<size_t>(rows) * score_stride(len) + static_cast<size_t>(rows + 48) * static_cast<size_t>(head_dim);
+}
+
+static inline size_t tiled_scratch_floats(int32_t rows, int32_t head_dim) {
+  return scratch_floats(rows, head_dim, kTileKeys) + static_cast<size_t>(rows + 8) * static_cast<size_t>(head_dim) +
+         2 * static_cast<size_t>(rows) + 64;
 }
 
 using Body = void (*)(const Unit& u);

@@ -1,0 +1,169 @@
+// Paged attention against a naive double-precision reference, through block tables that
+// scatter a sequence's positions over a pool, at context lengths up to 32k tokens: short
+// contexts take the exact whole-row path, long ones the tiled online-softmax path (and
+// a lone long decode the split-KV path). Several sequences share one call, as in an
+// engine step; every runnable body is checked. The tiled path keeps no probabilities in
+// FP16, so the reference here is plain softmax; the tolerance covers FP16 rounding of q
+// and the float sums.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "base/fp16.h"
+#include "kernels/attention.h"
+#include "kernels/attention_kernels.h"
+#include "kernels/simd_target.h"
+
+namespace pagoda {
+namespace {
+
+struct PagedCase {
+  std::vector<int32_t> contexts;  // per sequence: keys it sees (pos0 + n_tokens)
+  std::vector<int32_t> n_tokens;  // per sequence: query tokens at its end
+  int32_t heads = 8, kv_heads = 2, head_dim = 64, block = 16, window = 0;
+};
+
+struct Pool {
+  std::vector<uint16_t> k, v;  // [blocks][block][kv_heads * hd]
+  std::vector<std::vector<int32_t>> tables;
+};
+
+void run_case(const PagedCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int32_t row = c.kv_heads * c.head_dim;
+  int32_t total_blocks = 0;
+  for (int32_t ctx : c.contexts) total_blocks += (ctx + c.block - 1) / c.block;
+  // Blocks handed out in a shuffled order, so no sequence's blocks are contiguous.
+  std::vector<int32_t> ids(static_cast<size_t>(total_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  Pool pool;
+  pool.k.resize(static_cast<size_t>(total_blocks) * c.block * row);
+  pool.v.resize(pool.k.size());
+  for (auto& x : pool.k) x = fp32_to_fp16(nd(rng));
+  for (auto& x : pool.v) x = fp32_to_fp16(nd(rng));
+  size_t next = 0;
+  std::vector<AttnSeq> seqs;
+  int64_t q_tokens = 0;
+  for (size_t s = 0; s < c.contexts.size(); ++s) {
+    const int32_t nb = (c.contexts[s] + c.block - 1) / c.block;
+    pool.tables.emplace_back(ids.begin() + static_cast<std::ptrdiff_t>(next),
+                             ids.begin() + static_cast<std::ptrdiff_t>(next + nb));
+    next += static_cast<size_t>(nb);
+  }
+  for (size_t s = 0; s < c.contexts.size(); ++s) {
+    AttnSeq a;
+    a.q_offset = q_tokens;
+    a.n_tokens = c.n_tokens[s];
+    a.pos0 = c.contexts[s] - c.n_tokens[s];
+    a.block_table = pool.tables[s].data();
+    seqs.push_back(a);
+    q_tokens += c.n_tokens[s];
+  }
+  const int64_t q_stride = static_cast<int64_t>(c.heads) * c.head_dim;
+  std::vector<float> q(static_cast<size_t>(q_tokens * q_stride));
+  for (auto& x : q) x = nd(rng) * 0.5f;
+  int32_t shift = 0;
+  while ((1 << shift) < c.block) ++shift;
+  PagedKv kv;
+  kv.k = pool.k.data();
+  kv.v = pool.v.data();
+  kv.block_stride = static_cast<int64_t>(c.block) * row;
+  kv.row_stride = row;
+  kv.block_shift = shift;
+  AttentionParams p;
+  p.n_heads = c.heads;
+  p.n_kv_heads = c.kv_heads;
+  p.head_dim = c.head_dim;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.window = c.window;
+
+  // Reference: double precision, q rounded to FP16 like the kernel's.
+  std::vector<double> ref(q.size());
+  const int32_t group = c.heads / c.kv_heads;
+  auto at = [&](const std::vector<uint16_t>& m, size_t s, int32_t j, int32_t kvh, int32_t i) {
+    const int32_t b = pool.tables[s][j / c.block];
+    return static_cast<double>(
+        fp16_to_fp32(m[(static_cast<size_t>(b) * c.block + j % c.block) * row + kvh * c.head_dim + i]));
+  };
+  std::vector<double> sc, qh(c.head_dim);
+  for (size_t s = 0; s < seqs.size(); ++s)
+    for (int32_t t = 0; t < seqs[s].n_tokens; ++t) {
+      const int32_t pos = seqs[s].pos0 + t;
+      const int32_t lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+      for (int32_t h = 0; h < c.heads; ++h) {
+        const float* qs = &q[(seqs[s].q_offset + t) * q_stride + h * c.head_dim];
+        for (int32_t i = 0; i < c.head_dim; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(qs[i]));
+        sc.assign(static_cast<size_t>(pos - lo + 1), 0.0);
+        double mx = -1e300;
+        for (int32_t j = lo; j <= pos; ++j) {
+          double d = 0;
+          for (int32_t i = 0; i < c.head_dim; ++i) d += qh[i] * at(pool.k, s, j, h / group, i);
+          sc[j - lo] = d * p.scale;
+          mx = std::max(mx, sc[j - lo]);
+        }
+        double sum = 0;
+        for (double& x : sc) sum += (x = std::exp(x - mx));
+        double* o = &ref[(seqs[s].q_offset + t) * q_stride + h * c.head_dim];
+        for (int32_t j = lo; j <= pos; ++j)
+          for (int32_t i = 0; i < c.head_dim; ++i) o[i] += sc[j - lo] / sum * at(pool.v, s, j, h / group, i);
+      }
+    }
+  for (SimdTarget target : runnable_simd_targets()) {
+    SCOPED_TRACE(simd_target_name(target));
+    std::vector<float> out(q.size(), -7.0f);
+    for (int threads : {1, 3}) {
+      ThreadPool tp(threads);
+      attn::run_paged(attn::body_for(target, c.head_dim), q.data(), seqs, kv, p, out.data(), tp);
+      double worst = 0;
+      for (size_t i = 0; i < out.size(); ++i) worst = std::max(worst, std::fabs(out[i] - ref[i]));
+      // Outputs are weighted means of N(0,1) values: |out| <~ 1. FP16 probabilities (the
+      // whole-row path) cost up to ~1e-3 relative per weight; float sums far less.
+      EXPECT_LT(worst, 2e-3) << "threads " << threads;
+    }
+  }
+}
+
+TEST(PagedAttention, ShortContextsOfSeveralSequencesMatchTheReference) {
+  run_case({{37, 100, 5, 64}, {1, 7, 5, 1}}, 1);
+}
+
+TEST(PagedAttention, PrefillChunkAtTheEndOfALongContextUsesTilesAndMatches) {
+  run_case({{6000, 40}, {9, 3}}, 2);
+}
+
+TEST(PagedAttention, LoneDecodeAt32kTokensSplitsTheKeysAndMatches) {
+  run_case({{32768}, {1}}, 3);
+}
+
+TEST(PagedAttention, DecodesOfManyLongSequencesMatch) {
+  run_case({{4100, 2500, 3000, 9000}, {1, 1, 1, 1}}, 4);
+}
+
+TEST(PagedAttention, SlidingWindowOverALongContextMatches) {
+  PagedCase c{{5000, 300}, {4, 1}};
+  c.window = 512;
+  run_case(c, 5);
+}
+
+TEST(PagedAttention, MultiQueryAndLargeGroupsMatch) {
+  PagedCase c{{3000, 20}, {1, 6}};
+  c.heads = 16;
+  c.kv_heads = 1;
+  run_case(c, 6);
+}
+
+TEST(PagedAttention, ScratchOfTheTiledPathDoesNotGrowWithTheContext) {
+  // Whole-row units need a score row per query row as long as the context; tiled units a
+  // fixed tile, which is what keeps long-context memory linear (the KV cache itself).
+  EXPECT_GT(attn::scratch_floats(32, 64, 32768), attn::scratch_floats(32, 64, 4096));
+  EXPECT_LT(attn::tiled_scratch_floats(32, 64), attn::scratch_floats(32, 64, attn::kTiledMinKeys));
+}
+
+}  // namespace
+}  // namespace pagoda
