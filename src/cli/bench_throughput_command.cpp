@@ -1,7 +1,7 @@
 // `pagoda bench throughput -m MODEL`: offline serving throughput, like vLLM's
 // benchmark_throughput with its random dataset. N requests with prompt and output lengths
-// drawn uniformly from [len * (1 - r), len * (1 + r)] (optionally all starting with the
-// same prefix) are queued at once (or at --request-rate per second, Poisson) and the
+// drawn uniformly from [len * (1 - r), len * (1 + r)] (outputs optionally exponential,
+// clamped to a range; prompts optionally all starting with the same prefix) are queued at once (or at --request-rate per second, Poisson) and the
 // engine runs until all finish. Reports requests/s, output and total tokens/s, TTFT, TPOT
 // and end-to-end latency percentiles, KV utilization and waste (allocated but unused
 // slots), prefix-cache hit rate and preemptions. Outputs ignore end-of-text so every
@@ -31,6 +31,9 @@ struct ThroughputArgs {
   int32_t output_len = 128;
   double range_ratio = 0.0;
   int32_t prefix_len = 0;
+  std::string output_dist = "uniform";
+  int32_t output_min = 1;
+  int32_t output_max = 0;  // 0: no cap but the context
   double request_rate = 0;  // 0: all at once
   int32_t ctx = 0;
   int32_t threads = 0;
@@ -65,6 +68,12 @@ CLI::App* add_bench_throughput_command(CLI::App& bench) {
   sub->add_option("--output-len", g_args.output_len, "Mean output length in tokens")->check(CLI::PositiveNumber);
   sub->add_option("--range-ratio", g_args.range_ratio, "Lengths are uniform in [len*(1-r), len*(1+r)]")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--output-dist", g_args.output_dist,
+                 "Output lengths: uniform (see --range-ratio) or exp (exponential with mean --output-len, the long "
+                 "tail of chat traffic), clamped to [--output-min, --output-max]")
+      ->check(CLI::IsMember({"uniform", "exp"}));
+  sub->add_option("--output-min", g_args.output_min, "Shortest output length");
+  sub->add_option("--output-max", g_args.output_max, "Longest output length (0: the context)");
   sub->add_option("--prefix-len", g_args.prefix_len, "Tokens of a prefix every prompt shares (a system prompt)");
   sub->add_option("--request-rate", g_args.request_rate, "Poisson arrivals per second (0: all at once)");
   sub->add_option("-c,--ctx-size", g_args.ctx, "Context per sequence (0: the model's trained context)");
@@ -113,7 +122,12 @@ int run_bench_throughput() {
     it.prompt = prefix;
     const int32_t n = draw_len(g_args.input_len);
     for (int32_t k = 0; k < n; ++k) it.prompt.push_back(tokd(rng));
-    it.max_tokens = std::min(draw_len(g_args.output_len), engine.max_model_len() - static_cast<int32_t>(it.prompt.size()));
+    int32_t out_len = draw_len(g_args.output_len);
+    if (g_args.output_dist == "exp")
+      out_len = static_cast<int32_t>(std::lround(std::exponential_distribution<double>(1.0 / g_args.output_len)(rng)));
+    out_len = std::max(out_len, std::max(1, g_args.output_min));
+    if (g_args.output_max > 0) out_len = std::min(out_len, g_args.output_max);
+    it.max_tokens = std::min(out_len, engine.max_model_len() - static_cast<int32_t>(it.prompt.size()));
     if (it.max_tokens < 1)
       return fail(error("a prompt of {} tokens leaves no room in the {}-token context; use a larger --ctx-size",
                         it.prompt.size(), engine.max_model_len()));
@@ -176,6 +190,7 @@ int run_bench_throughput() {
       {"kv_blocks", st.num_blocks},
       {"block_size", ec->block_size},
       {"num_prompts", g_args.num_prompts},
+      {"output_dist", g_args.output_dist},
       {"seconds", secs},
       {"requests_per_second", g_args.num_prompts / secs},
       {"output_tokens_per_second", out_tokens / secs},

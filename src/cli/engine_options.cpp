@@ -25,6 +25,8 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
                  "KV cache budget: bytes with K/M/G suffix (e.g. 2GiB) or a fraction of available memory (e.g. 0.3); "
                  "default: enough for --max-num-seqs full contexts, at most a quarter of available memory");
   app.add_option("--block-size", a.block_size, "KV block size in tokens (a power of two)");
+  app.add_option("--kv-cache-dtype", a.kv_cache_dtype,
+                 "KV cache storage: f16 (default) or int8 (a scale per token and head; half the memory)");
   app.add_option("--max-num-seqs", a.max_num_seqs, "Most sequences running at once");
   app.add_option("--max-num-batched-tokens", a.max_num_batched_tokens,
                  "Token budget of one step (decodes plus prefill chunks)");
@@ -72,6 +74,9 @@ Result<EngineConfig> engine_config(const EngineArgs& a, int32_t max_model_len) {
   if (a.block_size < 1 || a.block_size > 1024 || (a.block_size & (a.block_size - 1)) != 0)
     return error("--block-size must be a power of two between 1 and 1024 (got {})", a.block_size);
   c.block_size = a.block_size;
+  auto kt = parse_kv_type(a.kv_cache_dtype);
+  if (!kt) return error("--kv-cache-dtype: {}", kt.status().message());
+  c.kv_type = *kt;
   c.scheduler.max_num_seqs = a.max_num_seqs;
   c.scheduler.max_num_batched_tokens = a.max_num_batched_tokens;
   c.scheduler.mode = a.scheduler == "static" ? ScheduleMode::kStatic : ScheduleMode::kContinuous;

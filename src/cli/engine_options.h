@@ -18,6 +18,7 @@ namespace pagoda {
 struct EngineArgs {
   std::string kv_cache_memory;  // "4GiB", "512M", bytes, or a fraction of available memory ("0.3")
   int32_t block_size = 16;
+  std::string kv_cache_dtype = "f16";
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   std::string scheduler = "continuous";

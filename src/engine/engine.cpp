@@ -37,6 +37,10 @@ const char* finish_reason_name(FinishReason r) {
 Engine::Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& config)
     : model_(model), tokenizer_(tokenizer), config_(config) {}
 
+KvShape Engine::kv_shape(const ModelConfig& mc, const EngineConfig& config) {
+  return KvShape{mc.n_layer, mc.n_head_kv, mc.head_dim, config.block_size, config.kv_type};
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config) {
   const ModelConfig& mc = model.config();
   const SchedulerConfig& sc = config.scheduler;
@@ -46,7 +50,7 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   std::unique_ptr<Engine> e(new Engine(model, tokenizer, config));
   int32_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.n_ctx_train;
   if (max_len <= 0) max_len = 4096;
-  const KvShape shape{mc.n_layer, mc.kv_dim(), config.block_size};
+  const KvShape shape = kv_shape(mc, config);
   size_t bytes = config.kv_cache_bytes;
   if (bytes == 0) {
     const size_t want = KvStorage::bytes_per_block(shape) *

@@ -31,6 +31,7 @@ namespace pagoda {
 struct EngineConfig {
   SchedulerConfig scheduler;
   int32_t block_size = 16;
+  KvType kv_type = KvType::kF16;
   size_t kv_cache_bytes = 0;    // 0: see above
   int32_t max_model_len = 0;    // tokens per sequence (prompt + output); 0: the model's training context
 };
@@ -74,6 +75,9 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   int32_t max_model_len() const { return max_model_len_; }
   const BlockPool& block_pool() const { return *pool_; }
+  const KvStorage& kv_storage() const { return *storage_; }
+  // The KV shape the engine builds for a model (to size budgets from outside).
+  static KvShape kv_shape(const ModelConfig& mc, const EngineConfig& config);
   Model& model() { return model_; }
 
  private:

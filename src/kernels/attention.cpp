@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "base/fp16.h"
@@ -14,8 +15,20 @@
 namespace pagoda {
 namespace attn {
 
-inline const uint16_t* row(const Unit& u, const uint16_t* base, int32_t j) {
+inline const uint8_t* row(const Unit& u, const uint8_t* base, int32_t j) {
   return base + u.table[j >> u.shift] * u.block_stride + static_cast<int64_t>(j & u.mask) * u.kv_stride;
+}
+
+// Element i of a cached head row (FP16, or int8 times the row's scale).
+inline float kv_at(const Unit& u, const uint8_t* r, int32_t i) {
+  if (u.i8) {
+    float d;
+    std::memcpy(&d, r, sizeof(d));
+    return d * static_cast<float>(reinterpret_cast<const int8_t*>(r + sizeof(float))[i]);
+  }
+  uint16_t h;
+  std::memcpy(&h, r + 2 * static_cast<size_t>(i), sizeof(h));
+  return fp16_to_fp32(h);
 }
 
 // The reference tiled body: one token and head at a time, keys klo..khi in tiles with
@@ -38,9 +51,9 @@ void attend_scalar_tiled(const Unit& u) {
         const int32_t j1 = std::min(hi, j0 + kTileKeys - 1);
         float mt = -INFINITY;
         for (int32_t j = j0; j <= j1; ++j) {
-          const uint16_t* kr = row(u, u.k, j);
+          const uint8_t* kr = row(u, u.k, j);
           float s = 0.0f;
-          for (int32_t i = 0; i < hd; ++i) s += qh[i] * fp16_to_fp32(kr[i]);
+          for (int32_t i = 0; i < hd; ++i) s += qh[i] * kv_at(u, kr, i);
           scores[j - j0] = s * u.scale;
           mt = std::max(mt, scores[j - j0]);
         }
@@ -55,8 +68,8 @@ void attend_scalar_tiled(const Unit& u) {
         m = m_new;
         for (int32_t i = 0; i < hd; ++i) acc[i] *= alpha;
         for (int32_t j = j0; j <= j1; ++j) {
-          const uint16_t* vr = row(u, u.v, j);
-          for (int32_t i = 0; i < hd; ++i) acc[i] += scores[j - j0] * fp16_to_fp32(vr[i]);
+          const uint8_t* vr = row(u, u.v, j);
+          for (int32_t i = 0; i < hd; ++i) acc[i] += scores[j - j0] * kv_at(u, vr, i);
         }
       }
       const int32_t r = t * u.n_heads + h;
@@ -92,9 +105,9 @@ void attend_scalar(const Unit& u) {
       for (int32_t i = 0; i < hd; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(qs[i]));
       float m = -INFINITY;
       for (int32_t j = lo; j <= pos; ++j) {
-        const uint16_t* kr = row(u, u.k, j);
+        const uint8_t* kr = row(u, u.k, j);
         float s = 0.0f;
-        for (int32_t i = 0; i < hd; ++i) s += qh[i] * fp16_to_fp32(kr[i]);
+        for (int32_t i = 0; i < hd; ++i) s += qh[i] * kv_at(u, kr, i);
         s *= u.scale;
         scores[j - lo] = s;
         m = std::max(m, s);
@@ -111,8 +124,8 @@ void attend_scalar(const Unit& u) {
       std::fill(o, o + hd, 0.0f);
       for (int32_t j = 0; j < len; ++j) {
         const float w = fp16_to_fp32(fp32_to_fp16(scores[j] * inv));
-        const uint16_t* vr = row(u, u.v, lo + j);
-        for (int32_t i = 0; i < hd; ++i) o[i] += w * fp16_to_fp32(vr[i]);
+        const uint8_t* vr = row(u, u.v, lo + j);
+        for (int32_t i = 0; i < hd; ++i) o[i] += w * kv_at(u, vr, i);
       }
     }
   }
@@ -158,7 +171,7 @@ void attn::run(Body body, const float* q, int64_t n_tokens, int32_t pos0, const 
   kv.k = k;
   kv.v = v;
   kv.block_stride = 0;
-  kv.row_stride = static_cast<int64_t>(p.n_kv_heads) * p.head_dim;
+  kv.row_stride = kv_row_bytes(KvType::kF16, p.n_kv_heads, p.head_dim);
   kv.block_shift = 30;
   AttnSeq s;
   s.n_tokens = static_cast<int32_t>(n_tokens);
@@ -235,6 +248,7 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
   partial_acc.resize(static_cast<size_t>(partial_rows) * hd);
   for (int64_t r = 0; r < partial_rows; ++r) partials[r].acc = partial_acc.data() + r * hd;
   const SeqPlan* plans = plan.data();
+  const int64_t head_bytes = kv_row_bytes(kv.type, 1, hd);
   PartialRow* part_base = partials.data();
   const int32_t mask = static_cast<int32_t>((int64_t{1} << kv.block_shift) - 1);
   pool.parallel_for(units, 1, [&](int64_t b, int64_t e, int) {
@@ -263,8 +277,9 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       u.n_tokens = static_cast<int32_t>(std::min<int64_t>(sp.block, s.n_tokens - t0));
       u.n_heads = std::min(per_slice, group - h0);
       u.head_dim = hd;
-      u.k = kv.k + static_cast<int64_t>(kvh) * hd;
-      u.v = kv.v + static_cast<int64_t>(kvh) * hd;
+      u.k = static_cast<const uint8_t*>(kv.k) + static_cast<int64_t>(kvh) * head_bytes;
+      u.v = static_cast<const uint8_t*>(kv.v) + static_cast<int64_t>(kvh) * head_bytes;
+      u.i8 = kv.type == KvType::kI8;
       u.table = s.block_table;
       u.shift = kv.block_shift;
       u.mask = mask;

@@ -33,15 +33,27 @@ struct AttentionParams {
   int32_t window = 0;      // sliding window: query at p sees keys p-window+1..p; 0 = all
 };
 
+// How cached keys/values are stored. kF16: a row is n_kv_heads * head_dim FP16 values.
+// kI8: a row is, per KV head, a float scale d then head_dim int8 values q (value = d * q,
+// d = max|x| / 127 over that head's row): half the memory of FP16, with one scale per
+// token and head.
+enum class KvType : uint8_t { kF16, kI8 };
+
+// Bytes of one cached row (one position) of n_kv_heads heads.
+inline int64_t kv_row_bytes(KvType t, int32_t n_kv_heads, int32_t head_dim) {
+  return t == KvType::kF16 ? int64_t{2} * n_kv_heads * head_dim : static_cast<int64_t>(n_kv_heads) * (int64_t{4} + head_dim);
+}
+
 // One layer's paged KV memory as the kernel sees it: block b's slot r holds the key row at
-// k + b * block_stride + r * row_stride (row_stride = n_kv_heads * head_dim), the value
-// row likewise from v. Blocks hold 1 << block_shift positions.
+// byte k + b * block_stride + r * row_stride, the value row likewise from v. Blocks hold
+// 1 << block_shift positions.
 struct PagedKv {
-  const uint16_t* k = nullptr;
-  const uint16_t* v = nullptr;
-  int64_t block_stride = 0;
-  int64_t row_stride = 0;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t block_stride = 0;  // bytes
+  int64_t row_stride = 0;    // bytes
   int32_t block_shift = 4;
+  KvType type = KvType::kF16;
 };
 
 // One sequence's share of a batch: its n_tokens query rows start at token q_offset of the

@@ -23,6 +23,9 @@ struct V256 {
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   static F set1(float x) { return _mm256_set1_ps(x); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static float hmax(F a) {
@@ -66,6 +69,9 @@ struct V256 {
 
 }  // namespace
 
-void attend_avx2(const Unit& u) { Attend<V256>::run(u); }
+void attend_avx2(const Unit& u) {
+  if (u.i8) Attend<V256, true>::run(u);
+  else Attend<V256, false>::run(u);
+}
 
 }  // namespace pagoda::attn

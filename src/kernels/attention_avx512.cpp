@@ -21,6 +21,9 @@ struct V512 {
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static float hmax(F a) { return _mm512_reduce_max_ps(a); }
@@ -74,6 +77,9 @@ struct V512 {
 
 }  // namespace
 
-void attend_avx512(const Unit& u) { Attend<V512>::run(u); }
+void attend_avx512(const Unit& u) {
+  if (u.i8) Attend<V512, true>::run(u);
+  else Attend<V512, false>::run(u);
+}
 
 }  // namespace pagoda::attn

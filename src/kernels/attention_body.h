@@ -4,7 +4,7 @@
 // no copy shared with code compiled for another target.
 //
 // V provides: F (the float vector), kLanes, zero, load, store, load_h (kLanes FP16 values
-// to floats), fma, mul, set1, max, hmax, round_h (to FP16 and back, nearest even),
+// to floats), load_i8 (kLanes int8 values to floats), add, fma, mul, set1, max, hmax, round_h (to FP16 and back, nearest even),
 // reduce(const F (&a)[kLanes]) (lane i = the sum of a[i]'s lanes) and transpose(F (&a)[kLanes]).
 //
 // A unit (attention_kernels.h) in three steps:
@@ -34,13 +34,24 @@
 namespace pagoda::attn {
 namespace {
 
-template <class V>
+template <class V, bool kI8>
 struct Attend {
   using F = typename V::F;
   static constexpr int L = V::kLanes;
 
+  // Values c .. c + L - 1 of a cached head row (FP16, or int8 times the row's scale).
+  static F load_row(const uint8_t* r, int c) {
+    if constexpr (kI8) {
+      float d;
+      std::memcpy(&d, r, sizeof(d));
+      return V::mul(V::load_i8(reinterpret_cast<const int8_t*>(r + sizeof(float)) + c), V::set1(d));
+    } else {
+      return V::load_h(reinterpret_cast<const uint16_t*>(r) + c);
+    }
+  }
+
   // Key or value row j of the unit's KV head (base = u.k or u.v).
-  static const uint16_t* row(const Unit& u, const uint16_t* base, int32_t j) {
+  static const uint8_t* row(const Unit& u, const uint8_t* base, int32_t j) {
     return base + u.table[j >> u.shift] * u.block_stride + static_cast<int64_t>(j & u.mask) * u.kv_stride;
   }
 
@@ -55,13 +66,13 @@ struct Attend {
     const int hd = u.head_dim;
     const F scale = V::set1(u.scale);
     for (int32_t j = klo; j <= khi; j += K) {
-      const uint16_t* kr[K];
+      const uint8_t* kr[K];
       for (int kk = 0; kk < K; ++kk) kr[kk] = row(u, u.k, j + kk <= khi ? j + kk : khi);
       F acc[L];
       for (int a = 0; a < L; ++a) acc[a] = V::zero();
       for (int c = 0; c < hd; c += L) {
         F kv[K];
-        for (int kk = 0; kk < K; ++kk) kv[kk] = V::load_h(kr[kk] + c);
+        for (int kk = 0; kk < K; ++kk) kv[kk] = load_row(kr[kk], c);
         for (int h = 0; h < H; ++h) {
           const F qv = V::load(q + h * hd + c);
           for (int kk = 0; kk < K; ++kk) acc[h * K + kk] = V::fma(qv, kv[kk], acc[h * K + kk]);
@@ -145,8 +156,8 @@ struct Attend {
     for (int32_t j0 = klo; j0 <= last; j0 += KB) {
       // The block's keys as floats, kf[kk][i]; keys past the last repeat it.
       for (int kk = 0; kk < KB; ++kk) {
-        const uint16_t* kr = row(u, u.k, j0 + kk <= last ? j0 + kk : last);
-        for (int c = 0; c < hd; c += L) V::store(kf + kk * hd + c, V::load_h(kr + c));
+        const uint8_t* kr = row(u, u.k, j0 + kk <= last ? j0 + kk : last);
+        for (int c = 0; c < hd; c += L) V::store(kf + kk * hd + c, load_row(kr, c));
       }
       F acc[NG][KB];
       for (int n = 0; n < NG; ++n)
@@ -195,9 +206,9 @@ struct Attend {
     for (int h = 0; h < H; ++h)
       for (int c = 0; c < CW; ++c) acc[h][c] = V::zero();
     for (int32_t j = 0; j < len; ++j) {
-      const uint16_t* vr = row(u, u.v, lo + j) + c0;
+      const uint8_t* vr = row(u, u.v, lo + j);
       F vv[CW];
-      for (int c = 0; c < CW; ++c) vv[c] = V::load_h(vr + c * L);
+      for (int c = 0; c < CW; ++c) vv[c] = load_row(vr, c0 + c * L);
       for (int h = 0; h < H; ++h) {
         const F wb = V::set1(w[h * u.ld + j]);
         for (int c = 0; c < CW; ++c) acc[h][c] = V::fma(wb, vv[c], acc[h][c]);

@@ -41,11 +41,13 @@ struct Unit {
   int32_t n_tokens = 1;
   int32_t n_heads = 0;
   int32_t head_dim = 0;
-  // Paged keys and values (FP16): position j lives in block table[j >> shift], slot
-  // j & mask; its key row at k + table[j >> shift] * block_stride + (j & mask) * kv_stride
-  // (k and v already point at the unit's KV head), its value row likewise from v.
-  const uint16_t* k = nullptr;
-  const uint16_t* v = nullptr;
+  // Paged keys and values: position j lives in block table[j >> shift], slot j & mask;
+  // its key row at byte k + table[j >> shift] * block_stride + (j & mask) * kv_stride (k
+  // and v already point at the unit's KV head), its value row likewise from v. The row
+  // of a head is head_dim FP16 values, or (i8) a float scale and head_dim int8 values.
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  bool i8 = false;
   const int32_t* table = nullptr;
   int32_t shift = 0;
   int32_t mask = 0;

@@ -2,19 +2,31 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "base/fp16.h"
+
 namespace pagoda {
+
+Result<KvType> parse_kv_type(const std::string& name) {
+  if (name == "f16" || name == "fp16" || name == "auto") return KvType::kF16;
+  if (name == "int8" || name == "i8" || name == "q8" || name == "q8_0") return KvType::kI8;
+  return error("unknown KV cache type '{}' (use f16 or int8)", name);
+}
+
+const char* kv_type_name(KvType t) { return t == KvType::kF16 ? "f16" : "int8"; }
 
 KvStorage::~KvStorage() {
   if (base_ != nullptr) munmap(base_, bytes_);
 }
 
 size_t KvStorage::bytes_per_block(const KvShape& s) {
-  return 2ull * static_cast<size_t>(s.n_layer) * static_cast<size_t>(s.block_size) * static_cast<size_t>(s.kv_dim) *
-         sizeof(uint16_t);
+  if (s.n_layer <= 0 || s.block_size <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0) return 0;
+  return 2ull * static_cast<size_t>(s.n_layer) * static_cast<size_t>(s.block_size) * static_cast<size_t>(s.row_bytes());
 }
 
 int32_t KvStorage::blocks_for_bytes(const KvShape& s, size_t bytes) {
@@ -25,46 +37,75 @@ int32_t KvStorage::blocks_for_bytes(const KvShape& s, size_t bytes) {
 }
 
 Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, int32_t num_blocks) {
-  if (shape.n_layer <= 0 || shape.kv_dim <= 0) return error("KV cache: bad shape ({} layers, width {})", shape.n_layer, shape.kv_dim);
+  if (shape.n_layer <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
+      int64_t{shape.n_kv_heads} * shape.head_dim > INT32_MAX)
+    return error("KV cache: bad shape ({} layers, {} heads of {})", shape.n_layer, shape.n_kv_heads, shape.head_dim);
   if (shape.block_size <= 0 || (shape.block_size & (shape.block_size - 1)) != 0 || shape.block_size > 1024)
     return error("KV cache: block size {} must be a power of two between 1 and 1024", shape.block_size);
-  if (num_blocks <= 0) return error("KV cache: the memory budget holds no block of {} tokens ({} bytes each)",
-                                    shape.block_size, bytes_per_block(shape));
+  if (num_blocks <= 0)
+    return error("KV cache: the memory budget holds no block of {} tokens ({} bytes each)", shape.block_size,
+                 bytes_per_block(shape));
   // A total that wraps around size_t would reserve too little and leave blocks outside the mapping.
-  size_t total = 2 * sizeof(uint16_t);
-  for (const int32_t f : {shape.n_layer, shape.kv_dim, shape.block_size, num_blocks}) {
+  size_t total = 2;
+  for (const int64_t f : {int64_t{shape.n_layer}, shape.row_bytes(), int64_t{shape.block_size}, int64_t{num_blocks}}) {
     if (total > std::numeric_limits<size_t>::max() / static_cast<size_t>(f))
-      return error("KV cache: {} blocks of {} layers x {} tokens x width {} exceed the address space", num_blocks,
-                   shape.n_layer, shape.block_size, shape.kv_dim);
+      return error("KV cache: {} blocks of {} layers x {} tokens x {} bytes exceed the address space", num_blocks,
+                   shape.n_layer, shape.block_size, shape.row_bytes());
     total *= static_cast<size_t>(f);
   }
   std::unique_ptr<KvStorage> s(new KvStorage());
   s->shape_ = shape;
   s->num_blocks_ = num_blocks;
   while ((1 << s->block_shift_) < shape.block_size) ++s->block_shift_;
-  s->block_elems_ = static_cast<size_t>(shape.block_size) * shape.kv_dim;
-  s->layer_elems_ = static_cast<size_t>(num_blocks) * s->block_elems_;
-  s->bytes_ = bytes_per_block(shape) * static_cast<size_t>(num_blocks);
+  s->block_bytes_ = static_cast<size_t>(shape.block_size) * static_cast<size_t>(shape.row_bytes());
+  s->layer_bytes_ = static_cast<size_t>(num_blocks) * s->block_bytes_;
+  s->bytes_ = total;
   void* p = mmap(nullptr, s->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return error("KV cache: cannot reserve {:.1f} MiB ({}); lower --kv-cache-memory", s->bytes_ / 1048576.0,
                  std::strerror(errno));
-  s->base_ = static_cast<uint16_t*>(p);
+  s->base_ = static_cast<uint8_t*>(p);
   return s;
 }
 
 PagedKv KvStorage::layer(int32_t l) const {
   PagedKv kv;
-  kv.k = base_ + static_cast<size_t>(l) * 2 * layer_elems_;
-  kv.v = kv.k + layer_elems_;
-  kv.block_stride = static_cast<int64_t>(block_elems_);
-  kv.row_stride = shape_.kv_dim;
+  const uint8_t* k = base_ + static_cast<size_t>(l) * 2 * layer_bytes_;
+  kv.k = k;
+  kv.v = k + layer_bytes_;
+  kv.block_stride = static_cast<int64_t>(block_bytes_);
+  kv.row_stride = shape_.row_bytes();
   kv.block_shift = block_shift_;
+  kv.type = shape_.type;
   return kv;
 }
 
+void KvStorage::store_row(uint8_t* dst, const float* x) const {
+  const int32_t hd = shape_.head_dim;
+  if (shape_.type == KvType::kF16) {
+    uint16_t* h = reinterpret_cast<uint16_t*>(dst);
+    for (int32_t i = 0; i < shape_.kv_dim(); ++i) h[i] = fp32_to_fp16(x[i]);
+    return;
+  }
+  // Per head: d = max|x| / 127, q = round(x / d), so the largest value is exact.
+  for (int32_t h = 0; h < shape_.n_kv_heads; ++h, dst += 4 + hd, x += hd) {
+    float amax = 0.0f;
+    for (int32_t i = 0; i < hd; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float inv = d > 0.0f ? 1.0f / d : 0.0f;
+    std::memcpy(dst, &d, sizeof(d));
+    int8_t* q = reinterpret_cast<int8_t*>(dst + 4);
+    for (int32_t i = 0; i < hd; ++i) q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
+  }
+}
+
+void KvStorage::store(int32_t l, BlockId b, int32_t slot, const float* k, const float* v) {
+  store_row(row(l, 0, b, slot), k);
+  store_row(row(l, 1, b, slot), v);
+}
+
 void KvStorage::copy_block(BlockId src, BlockId dst, int32_t n_rows) {
-  const size_t n = static_cast<size_t>(n_rows) * shape_.kv_dim * sizeof(uint16_t);
+  const size_t n = static_cast<size_t>(n_rows) * static_cast<size_t>(shape_.row_bytes());
   for (int32_t l = 0; l < shape_.n_layer; ++l)
     for (int kv = 0; kv < 2; ++kv) std::memcpy(row(l, kv, dst, 0), row(l, kv, src, 0), n);
 }

@@ -1,5 +1,6 @@
 // The memory behind the block pool: per layer, a K and a V array of num_blocks blocks,
-// each block_size rows of n_kv_heads * head_dim FP16 values. Sized once at start-up from a
+// each block_size rows of n_kv_heads * head_dim values, FP16 or int8 with a scale per
+// token and head (KvType, kernels/attention.h). Sized once at start-up from a
 // memory budget and never grown, so running out of KV memory is a scheduling decision
 // (queue or preempt), never an allocation failure mid-step. The pages are reserved with
 // mmap and filled on first touch, so a generous budget costs only what is used.
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "base/status.h"
 #include "kernels/attention.h"
@@ -17,9 +19,18 @@ namespace pagoda {
 
 struct KvShape {
   int32_t n_layer = 0;
-  int32_t kv_dim = 0;      // n_kv_heads * head_dim
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
   int32_t block_size = 16; // positions per block, a power of two
+  KvType type = KvType::kF16;
+
+  int32_t kv_dim() const { return n_kv_heads * head_dim; }
+  int64_t row_bytes() const { return kv_row_bytes(type, n_kv_heads, head_dim); }
 };
+
+// "f16" or "int8" (also "q8", "i8"), as the --kv-cache-dtype flag spells them.
+Result<KvType> parse_kv_type(const std::string& name);
+const char* kv_type_name(KvType t);
 
 class KvStorage {
  public:
@@ -41,26 +52,30 @@ class KvStorage {
 
   // Layer l as the attention kernel reads it.
   PagedKv layer(int32_t l) const;
-  // The K or V row of position slot `slot` in block b of layer l (for writing new tokens).
-  uint16_t* k_row(int32_t l, BlockId b, int32_t slot) { return row(l, 0, b, slot); }
-  uint16_t* v_row(int32_t l, BlockId b, int32_t slot) { return row(l, 1, b, slot); }
+  // Stores the key and value rows (kv_dim floats each) of one position: slot `slot` of
+  // block b in layer l, converted to the storage type.
+  void store(int32_t l, BlockId b, int32_t slot, const float* k, const float* v);
+  // The raw K or V row of a slot (row_bytes() bytes), for tests and copies.
+  uint8_t* k_row(int32_t l, BlockId b, int32_t slot) { return row(l, 0, b, slot); }
+  uint8_t* v_row(int32_t l, BlockId b, int32_t slot) { return row(l, 1, b, slot); }
   // Copies the first n_rows slots of block src to block dst in every layer (copy-on-write).
   void copy_block(BlockId src, BlockId dst, int32_t n_rows);
 
  private:
   KvStorage() = default;
-  uint16_t* row(int32_t l, int kv, BlockId b, int32_t slot) {
-    return base_ + (static_cast<size_t>(l) * 2 + kv) * layer_elems_ + static_cast<size_t>(b) * block_elems_ +
-           static_cast<size_t>(slot) * shape_.kv_dim;
+  uint8_t* row(int32_t l, int kv, BlockId b, int32_t slot) {
+    return base_ + (static_cast<size_t>(l) * 2 + kv) * layer_bytes_ + static_cast<size_t>(b) * block_bytes_ +
+           static_cast<size_t>(slot) * static_cast<size_t>(shape_.row_bytes());
   }
+  void store_row(uint8_t* dst, const float* x) const;
 
   KvShape shape_;
   int32_t num_blocks_ = 0;
   int32_t block_shift_ = 0;
-  size_t block_elems_ = 0;  // block_size * kv_dim
-  size_t layer_elems_ = 0;  // num_blocks * block_elems_
+  size_t block_bytes_ = 0;  // block_size rows
+  size_t layer_bytes_ = 0;  // num_blocks blocks
   size_t bytes_ = 0;
-  uint16_t* base_ = nullptr;
+  uint8_t* base_ = nullptr;
 };
 
 }  // namespace pagoda

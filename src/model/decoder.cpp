@@ -43,9 +43,9 @@ void Model::ensure_scratch(int64_t n) {
 Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
   const ModelConfig& c = config_;
   if (batch.seqs.empty()) return error("forward: empty batch");
-  if (kv.shape().kv_dim != c.kv_dim() || kv.shape().n_layer != c.n_layer)
-    return error("KV storage ({} layers, width {}) does not match the model ({} layers, width {})", kv.shape().n_layer,
-                 kv.shape().kv_dim, c.n_layer, c.kv_dim());
+  if (kv.shape().n_kv_heads != c.n_head_kv || kv.shape().head_dim != c.head_dim || kv.shape().n_layer != c.n_layer)
+    return error("KV storage ({} layers, {} heads of {}) does not match the model ({} layers, {} heads of {})",
+                 kv.shape().n_layer, kv.shape().n_kv_heads, kv.shape().head_dim, c.n_layer, c.n_head_kv, c.head_dim);
   for (int32_t t : batch.tokens)
     if (t < 0 || t >= c.n_vocab) return error("token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
   int64_t total = 0;
@@ -170,14 +170,7 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
       const int32_t pos = pos_[t];
       rope_apply(qt, c.n_head, c.head_dim, pos, rope);
       rope_apply(kt, c.n_head_kv, c.head_dim, pos, rope);
-      const BlockId blk = table[pos >> shift];
-      uint16_t* kd = kv.k_row(l, blk, pos & mask);
-      uint16_t* vd = kv.v_row(l, blk, pos & mask);
-      const float* vt = &v_[t * c.kv_dim()];
-      for (int32_t i = 0; i < c.kv_dim(); ++i) {
-        kd[i] = fp32_to_fp16(kt[i]);
-        vd[i] = fp32_to_fp16(vt[i]);
-      }
+      kv.store(l, table[pos >> shift], pos & mask, kt, &v_[t * c.kv_dim()]);
     }
     AttentionParams ap;
     ap.n_heads = c.n_head;

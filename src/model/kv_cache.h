@@ -17,9 +17,10 @@ class KvCache {
  public:
   static constexpr int32_t kBlockSize = 16;
 
-  KvCache(int32_t n_layer, int32_t n_ctx, int32_t kv_dim) : n_ctx_(n_ctx) {
+  KvCache(int32_t n_layer, int32_t n_ctx, int32_t n_kv_heads, int32_t head_dim, KvType type = KvType::kF16)
+      : n_ctx_(n_ctx) {
     const int32_t blocks = (n_ctx + kBlockSize - 1) / kBlockSize;
-    auto s = KvStorage::create(KvShape{n_layer, kv_dim, kBlockSize}, blocks > 0 ? blocks : 1);
+    auto s = KvStorage::create(KvShape{n_layer, n_kv_heads, head_dim, kBlockSize, type}, blocks > 0 ? blocks : 1);
     if (s) storage_ = std::move(s.value());
     table_.resize(static_cast<size_t>(blocks > 0 ? blocks : 1));
     std::iota(table_.begin(), table_.end(), 0);
@@ -27,7 +28,7 @@ class KvCache {
   // False when the memory could not be reserved.
   bool ok() const { return storage_ != nullptr; }
   int32_t n_ctx() const { return n_ctx_; }
-  int32_t kv_dim() const { return storage_->shape().kv_dim; }
+  int32_t kv_dim() const { return storage_->shape().kv_dim(); }
   KvStorage& storage() { return *storage_; }
   const std::vector<BlockId>& table() const { return table_; }
   static size_t bytes_needed(int32_t n_layer, int32_t n_ctx, int32_t kv_dim) {

@@ -31,7 +31,7 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
-  KvCache make_cache(int32_t n_ctx) const { return KvCache(config_.n_layer, n_ctx, config_.kv_dim()); }
+  KvCache make_cache(int32_t n_ctx) const { return KvCache(config_.n_layer, n_ctx, config_.n_head_kv, config_.head_dim); }
   size_t weight_bytes() const { return weight_bytes_; }
 
   // One step. logits: n_vocab floats for each sequence whose BatchSeq::logits is set, in

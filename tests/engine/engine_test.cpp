@@ -60,7 +60,7 @@ TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
   c.scheduler.max_num_seqs = 16;
   c.scheduler.max_num_batched_tokens = 64;  // long prompts go in chunks
   // 48 blocks of 16: room for about 6 sequences of this workload, so 16 running must preempt.
-  c.kv_cache_bytes = KvStorage::bytes_per_block({m.model->config().n_layer, m.model->config().kv_dim(), 16}) * 48;
+  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * 48;
   auto e = Engine::create(*m.model, m.tok.get(), c);
   ASSERT_TRUE(e.is_ok());
   std::vector<RequestId> ids;
@@ -76,6 +76,31 @@ TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
     EXPECT_EQ((got[{ids[i], 0}]), alone) << "request " << i << " (prompt " << w.prompts[i].size() << " tokens)";
     EXPECT_EQ(finish[ids[i]], FinishReason::kLength);
     EXPECT_EQ((static_cast<int32_t>(got[{ids[i], 0}].size())), w.max_tokens[i]);
+  }
+}
+
+TEST(Engine, Int8KvCacheBatchesExactlyToo) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_int8");
+  const Workload w = mixed_workload(16, m.model->config().n_vocab, 9);
+  EngineConfig c;
+  c.kv_type = KvType::kI8;
+  c.scheduler.max_num_batched_tokens = 48;
+  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), c)) * 24;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], greedy(w.max_tokens[i])));
+  Outputs got = drain(**e);
+  EXPECT_GT((*e)->stats().preemptions, 0);
+  EngineConfig alone_c;
+  alone_c.kv_type = KvType::kI8;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto one = Engine::create(*m.model, m.tok.get(), alone_c);
+    ASSERT_TRUE(one.is_ok());
+    const RequestId id = *(*one)->add_request(w.prompts[i], greedy(w.max_tokens[i]));
+    EXPECT_EQ((got[{ids[i], 0}]), (drain(**one)[{id, 0}])) << "request " << i;
   }
 }
 
@@ -174,7 +199,7 @@ TEST(Engine, OutOfKvMemoryQueuesAndPreemptsButCompletesEveryRequest) {
   ThreadPool pool(2);
   auto m = load_tiny(pool, "engine_oom");
   EngineConfig c;
-  c.kv_cache_bytes = KvStorage::bytes_per_block({m.model->config().n_layer, m.model->config().kv_dim(), 16}) * 10;
+  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * 10;
   auto e = Engine::create(*m.model, m.tok.get(), c);
   ASSERT_TRUE(e.is_ok());
   EXPECT_EQ((*e)->max_model_len(), 160) << "one sequence alone must always fit in the pool";

@@ -1,4 +1,5 @@
-// Paged attention against a naive double-precision reference, through block tables that
+// Paged attention (FP16 and int8 caches) against a naive double-precision reference of the
+// values the cache holds, through block tables that
 // scatter a sequence's positions over a pool, at context lengths up to 32k tokens: short
 // contexts take the exact whole-row path, long ones the tiled online-softmax path (and
 // a lone long decode the split-KV path). Several sequences share one call, as in an
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -25,12 +27,42 @@ struct PagedCase {
   std::vector<int32_t> contexts;  // per sequence: keys it sees (pos0 + n_tokens)
   std::vector<int32_t> n_tokens;  // per sequence: query tokens at its end
   int32_t heads = 8, kv_heads = 2, head_dim = 64, block = 16, window = 0;
+  KvType type = KvType::kF16;
 };
 
 struct Pool {
-  std::vector<uint16_t> k, v;  // [blocks][block][kv_heads * hd]
+  std::vector<uint8_t> k, v;   // [blocks][block][row bytes]
+  std::vector<float> kf, vf;   // the same values as floats, [blocks][block][kv_heads * hd]
   std::vector<std::vector<int32_t>> tables;
 };
+
+// Fills one stored row from random values and records what it holds (FP16, or int8
+// per head with a float scale) in `f`.
+void fill_row(KvType t, int32_t kv_heads, int32_t hd, std::mt19937& rng, uint8_t* dst, float* f) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int32_t h = 0; h < kv_heads; ++h) {
+    std::vector<float> x(hd);
+    for (float& e : x) e = nd(rng);
+    if (t == KvType::kF16) {
+      for (int32_t i = 0; i < hd; ++i) {
+        const uint16_t b = fp32_to_fp16(x[i]);
+        std::memcpy(dst + 2 * (h * hd + i), &b, 2);
+        f[h * hd + i] = fp16_to_fp32(b);
+      }
+      continue;
+    }
+    uint8_t* hr = dst + h * (4 + hd);
+    float amax = 0;
+    for (float e : x) amax = std::max(amax, std::fabs(e));
+    const float d = amax / 127.0f;
+    std::memcpy(hr, &d, 4);
+    for (int32_t i = 0; i < hd; ++i) {
+      const int8_t q = static_cast<int8_t>(std::nearbyint(x[i] / d));
+      hr[4 + i] = static_cast<uint8_t>(q);
+      f[h * hd + i] = d * q;
+    }
+  }
+}
 
 void run_case(const PagedCase& c, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -43,10 +75,16 @@ void run_case(const PagedCase& c, uint32_t seed) {
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), rng);
   Pool pool;
-  pool.k.resize(static_cast<size_t>(total_blocks) * c.block * row);
+  const int64_t row_bytes = kv_row_bytes(c.type, c.kv_heads, c.head_dim);
+  const size_t rows_total = static_cast<size_t>(total_blocks) * c.block;
+  pool.k.resize(rows_total * row_bytes);
   pool.v.resize(pool.k.size());
-  for (auto& x : pool.k) x = fp32_to_fp16(nd(rng));
-  for (auto& x : pool.v) x = fp32_to_fp16(nd(rng));
+  pool.kf.resize(rows_total * row);
+  pool.vf.resize(pool.kf.size());
+  for (size_t r = 0; r < rows_total; ++r) {
+    fill_row(c.type, c.kv_heads, c.head_dim, rng, &pool.k[r * row_bytes], &pool.kf[r * row]);
+    fill_row(c.type, c.kv_heads, c.head_dim, rng, &pool.v[r * row_bytes], &pool.vf[r * row]);
+  }
   size_t next = 0;
   std::vector<AttnSeq> seqs;
   int64_t q_tokens = 0;
@@ -73,9 +111,10 @@ void run_case(const PagedCase& c, uint32_t seed) {
   PagedKv kv;
   kv.k = pool.k.data();
   kv.v = pool.v.data();
-  kv.block_stride = static_cast<int64_t>(c.block) * row;
-  kv.row_stride = row;
+  kv.block_stride = static_cast<int64_t>(c.block) * row_bytes;
+  kv.row_stride = row_bytes;
   kv.block_shift = shift;
+  kv.type = c.type;
   AttentionParams p;
   p.n_heads = c.heads;
   p.n_kv_heads = c.kv_heads;
@@ -86,10 +125,9 @@ void run_case(const PagedCase& c, uint32_t seed) {
   // Reference: double precision, q rounded to FP16 like the kernel's.
   std::vector<double> ref(q.size());
   const int32_t group = c.heads / c.kv_heads;
-  auto at = [&](const std::vector<uint16_t>& m, size_t s, int32_t j, int32_t kvh, int32_t i) {
+  auto at = [&](const std::vector<float>& m, size_t s, int32_t j, int32_t kvh, int32_t i) {
     const int32_t b = pool.tables[s][j / c.block];
-    return static_cast<double>(
-        fp16_to_fp32(m[(static_cast<size_t>(b) * c.block + j % c.block) * row + kvh * c.head_dim + i]));
+    return static_cast<double>(m[(static_cast<size_t>(b) * c.block + j % c.block) * row + kvh * c.head_dim + i]);
   };
   std::vector<double> sc, qh(c.head_dim);
   for (size_t s = 0; s < seqs.size(); ++s)
@@ -103,7 +141,7 @@ void run_case(const PagedCase& c, uint32_t seed) {
         double mx = -1e300;
         for (int32_t j = lo; j <= pos; ++j) {
           double d = 0;
-          for (int32_t i = 0; i < c.head_dim; ++i) d += qh[i] * at(pool.k, s, j, h / group, i);
+          for (int32_t i = 0; i < c.head_dim; ++i) d += qh[i] * at(pool.kf, s, j, h / group, i);
           sc[j - lo] = d * p.scale;
           mx = std::max(mx, sc[j - lo]);
         }
@@ -111,7 +149,7 @@ void run_case(const PagedCase& c, uint32_t seed) {
         for (double& x : sc) sum += (x = std::exp(x - mx));
         double* o = &ref[(seqs[s].q_offset + t) * q_stride + h * c.head_dim];
         for (int32_t j = lo; j <= pos; ++j)
-          for (int32_t i = 0; i < c.head_dim; ++i) o[i] += sc[j - lo] / sum * at(pool.v, s, j, h / group, i);
+          for (int32_t i = 0; i < c.head_dim; ++i) o[i] += sc[j - lo] / sum * at(pool.vf, s, j, h / group, i);
       }
     }
   for (SimdTarget target : runnable_simd_targets()) {
@@ -156,6 +194,14 @@ TEST(PagedAttention, MultiQueryAndLargeGroupsMatch) {
   c.heads = 16;
   c.kv_heads = 1;
   run_case(c, 6);
+}
+
+TEST(PagedAttention, Int8CacheMatchesTheReferenceOnEveryPath) {
+  for (const PagedCase& base : {PagedCase{{37, 100, 5}, {1, 7, 5}}, PagedCase{{5000}, {3}}, PagedCase{{20000}, {1}}}) {
+    PagedCase c = base;
+    c.type = KvType::kI8;
+    run_case(c, 7);
+  }
 }
 
 TEST(PagedAttention, ScratchOfTheTiledPathDoesNotGrowWithTheContext) {
