@@ -1,8 +1,9 @@
 // `pagoda bench -m MODEL [-p 512] [-n 128] [-r 5]`: prompt-processing and generation speed
-// measured the way llama-bench measures them, so the two tables line up: pp = one forward
-// pass over p random tokens from an empty cache; tg = n single-token forward passes from
-// an empty cache (no sampling). One warm-up run, then r timed repetitions; mean, median
-// and standard deviation in tokens per second.
+// measured the way llama-bench measures them, so the two tables line up, through the
+// engine every user goes through: pp = one request of p random tokens, prefilled in one
+// step from an empty cache; tg = n decode steps of one request (greedy sampling included,
+// which llama-bench leaves out: an argmax, ~1% of a step). One warm-up run, then r timed
+// repetitions; mean, median and standard deviation in tokens per second.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "cli/commands.h"
 #include "kernels/simd_target.h"
 #include "cli/model_loader.h"
+#include "engine/engine.h"
 
 namespace pagoda {
 namespace {
@@ -64,27 +66,44 @@ int run_bench() {
   }
   Model& m = *loaded->model;
   const int32_t n_vocab = m.config().n_vocab;
-  const int32_t ctx = std::max(g_args.n_prompt, g_args.n_gen) + 1;
-  KvCache kv = m.make_cache(ctx);
-  std::vector<float> logits(n_vocab);
+  const int32_t ctx = std::max(g_args.n_prompt, g_args.n_gen) + 2;
+  EngineConfig ec;
+  ec.max_model_len = ctx;
+  ec.scheduler.max_num_seqs = 1;
+  ec.scheduler.max_num_batched_tokens = std::max(1, g_args.n_prompt);
+  auto engine_r = Engine::create(m, nullptr, ec);
+  if (!engine_r) {
+    fmt::print(stderr, "error: {}\n", engine_r.status().message());
+    return 1;
+  }
+  Engine& engine = **engine_r;
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> tok(0, n_vocab - 1);
+  RequestParams params;
+  params.sampling.temperature = 0.0f;
+  params.ignore_eos = true;
+  auto step = [&]() {
+    auto r = engine.step();
+    if (!r) throw std::runtime_error(r.status().message());
+  };
 
   auto time_pp = [&]() -> double {
     std::vector<int32_t> ids(g_args.n_prompt);
     for (auto& id : ids) id = tok(rng);
+    params.max_tokens = 1;
     Timer t;
-    Status st = m.forward(ids, 0, kv, logits.data());
-    if (!st) throw std::runtime_error(st.message());
+    auto id = engine.add_request(ids, params);
+    if (!id) throw std::runtime_error(id.status().message());
+    while (engine.has_work()) step();
     return g_args.n_prompt / t.seconds();
   };
   auto time_tg = [&]() -> double {
+    params.max_tokens = g_args.n_gen + 1;
+    auto id = engine.add_request({tok(rng)}, params);
+    if (!id) throw std::runtime_error(id.status().message());
+    step();  // the one-token prompt
     Timer t;
-    for (int32_t i = 0; i < g_args.n_gen; ++i) {
-      const int32_t id = tok(rng);
-      Status st = m.forward(std::span<const int32_t>(&id, 1), i, kv, logits.data());
-      if (!st) throw std::runtime_error(st.message());
-    }
+    while (engine.has_work()) step();
     return g_args.n_gen / t.seconds();
   };
   nlohmann::json out = nlohmann::json::array();

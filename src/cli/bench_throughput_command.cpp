@@ -115,6 +115,7 @@ int run_bench_throughput() {
     double arrival;
   };
   std::vector<Item> items;
+  int32_t truncated = 0;
   double t_arrive = 0;
   std::exponential_distribution<double> gap(g_args.request_rate > 0 ? g_args.request_rate : 1.0);
   for (int32_t i = 0; i < g_args.num_prompts; ++i) {
@@ -128,6 +129,7 @@ int run_bench_throughput() {
     out_len = std::max(out_len, std::max(1, g_args.output_min));
     if (g_args.output_max > 0) out_len = std::min(out_len, g_args.output_max);
     it.max_tokens = std::min(out_len, engine.max_model_len() - static_cast<int32_t>(it.prompt.size()));
+    truncated += it.max_tokens < out_len ? 1 : 0;
     if (it.max_tokens < 1)
       return fail(error("a prompt of {} tokens leaves no room in the {}-token context; use a larger --ctx-size",
                         it.prompt.size(), engine.max_model_len()));
@@ -136,6 +138,10 @@ int run_bench_throughput() {
     items.push_back(std::move(it));
   }
 
+  engine.prefault_kv();  // like llama.cpp, which clears its KV buffers before timing
+  if (truncated > 0)
+    fmt::print(stderr, "warning: {} of {} requests have fewer output tokens than drawn: the {}-token context is full\n",
+               truncated, g_args.num_prompts, engine.max_model_len());
   RequestParams params;
   params.sampling.temperature = 0.0f;
   params.ignore_eos = true;

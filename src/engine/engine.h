@@ -76,6 +76,7 @@ class Engine {
   int32_t max_model_len() const { return max_model_len_; }
   const BlockPool& block_pool() const { return *pool_; }
   const KvStorage& kv_storage() const { return *storage_; }
+  void prefault_kv() { storage_->prefault(); }
   // The KV shape the engine builds for a model (to size budgets from outside).
   static KvShape kv_shape(const ModelConfig& mc, const EngineConfig& config);
   Model& model() { return model_; }

@@ -104,6 +104,12 @@ void KvStorage::store(int32_t l, BlockId b, int32_t slot, const float* k, const 
   store_row(row(l, 1, b, slot), v);
 }
 
+void KvStorage::prefault() {
+  const size_t page = 4096;
+  volatile uint8_t* p = base_;
+  for (size_t off = 0; off < bytes_; off += page) p[off] = 0;
+}
+
 void KvStorage::copy_block(BlockId src, BlockId dst, int32_t n_rows) {
   const size_t n = static_cast<size_t>(n_rows) * static_cast<size_t>(shape_.row_bytes());
   for (int32_t l = 0; l < shape_.n_layer; ++l)

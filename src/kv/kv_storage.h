@@ -58,6 +58,9 @@ class KvStorage {
   // The raw K or V row of a slot (row_bytes() bytes), for tests and copies.
   uint8_t* k_row(int32_t l, BlockId b, int32_t slot) { return row(l, 0, b, slot); }
   uint8_t* v_row(int32_t l, BlockId b, int32_t slot) { return row(l, 1, b, slot); }
+  // Touches every page now (first-touch faults otherwise land in the first steps that
+  // reach them), as a server or benchmark wants before it starts timing.
+  void prefault();
   // Copies the first n_rows slots of block src to block dst in every layer (copy-on-write).
   void copy_block(BlockId src, BlockId dst, int32_t n_rows);
 
