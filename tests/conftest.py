@@ -21,7 +21,7 @@ def binary(name: str) -> pathlib.Path:
     pytest.fail(f"binary {name!r} not found under {BUILD}; build the project first (scripts/test does)")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def pagoda_bin():
     return binary
 

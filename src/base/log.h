@@ -16,6 +16,10 @@ LogLevel log_level();
 void log_line(LogLevel level, const std::string& text);
 
 template <typename... Args>
+void log_error(fmt::format_string<Args...> f, Args&&... args) {
+  log_line(LogLevel::kError, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
 void log_info(fmt::format_string<Args...> f, Args&&... args) {
   if (log_level() >= LogLevel::kInfo) log_line(LogLevel::kInfo, fmt::format(f, std::forward<Args>(args)...));
 }

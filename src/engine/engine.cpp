@@ -169,6 +169,7 @@ void Engine::sample_into(Sequence& s, std::span<float> logits, bool shared, Step
   s.tokens.push_back(tok);
   out.token = tok;
   const double now = clock_.seconds();
+  out.token_time = now;
   if (s.output_len() == 1) s.first_token_time = now;
   out.arrival_time = s.arrival_time;
   out.first_token_time = s.first_token_time;
@@ -182,7 +183,7 @@ void Engine::sample_into(Sequence& s, std::span<float> logits, bool shared, Step
 
 Result<std::vector<StepOutput>> Engine::step() {
   std::vector<StepOutput> outputs;
-  const std::vector<ScheduledSeq> work = scheduler_->schedule();
+  const std::vector<ScheduledSeq>& work = scheduler_->schedule();
   if (work.empty()) return outputs;
   batch_.clear();
   for (const ScheduledSeq& w : work) {
@@ -199,6 +200,7 @@ Result<std::vector<StepOutput>> Engine::step() {
   scheduler_->commit(work);
   ++counters_.steps;
   size_t row = 0;
+  const bool static_mode = config_.scheduler.mode == ScheduleMode::kStatic;
   std::vector<RequestId> done;
   for (const ScheduledSeq& w : work) {
     Sequence* s = w.seq;
@@ -216,15 +218,49 @@ Result<std::vector<StepOutput>> Engine::step() {
     for (Sequence* t : targets) {
       StepOutput out;
       sample_into(*t, logits, targets.size() > 1, out);
+      if (t->padding) {
+        // A finished member of a static batch: computed, never reported.
+        if (t->len() >= max_model_len_) finish_sequence(r, t);
+        continue;
+      }
       if (out.finish != FinishReason::kNone) {
-        scheduler_->finish(t);
-        if (--r.live == 0) done.push_back(t->request);
+        if (static_mode) {
+          // A fixed-shape batch keeps every row until its last one finishes.
+          t->padding = true;
+          if (--r.live == 0) done.push_back(t->request);
+          if (t->len() >= max_model_len_) finish_sequence(r, t);
+        } else {
+          finish_sequence(r, t);
+          if (--r.live == 0) done.push_back(t->request);
+        }
       }
       outputs.push_back(std::move(out));
     }
   }
-  for (RequestId id : done) requests_.erase(id);
+  if (static_mode) {
+    bool all_padding = true;
+    for (const Sequence* s : scheduler_->running()) all_padding = all_padding && s->padding;
+    if (all_padding) {
+      const std::vector<Sequence*> batch = scheduler_->running();
+      for (Sequence* s : batch) finish_sequence(requests_.at(s->request), s);
+    }
+  }
+  for (RequestId id : done) lingering_.push_back(id);
+  // A request's record goes once none of its sequences is still computing.
+  std::erase_if(lingering_, [&](RequestId id) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) return true;
+    for (const auto& sq : it->second.seqs)
+      if (sq->status != SeqStatus::kFinished) return false;
+    requests_.erase(it);
+    return true;
+  });
   return outputs;
+}
+
+void Engine::finish_sequence(RequestRecord& r, Sequence* s) {
+  (void)r;
+  if (s->status != SeqStatus::kFinished) scheduler_->finish(s);
 }
 
 EngineStats Engine::stats() const {

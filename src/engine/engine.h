@@ -69,6 +69,7 @@ class Engine {
   // Drops a request wherever it is; its blocks are freed. False when it is unknown
   // (finished already).
   bool abort(RequestId id);
+  // Requests not finished yet (and, in static mode, finished ones still padding a batch).
   bool has_work() const { return !requests_.empty(); }
 
   EngineStats stats() const;
@@ -92,6 +93,7 @@ class Engine {
   void sample_into(Sequence& s, std::span<float> logits, bool shared, StepOutput& out);
   FinishReason stop_reason(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
+  void finish_sequence(RequestRecord& r, Sequence* s);
 
   Model& model_;
   const Tokenizer* tokenizer_;
@@ -107,6 +109,7 @@ class Engine {
   std::vector<float> logits_;
   std::vector<float> row_;
   std::vector<Sequence*> targets_;
+  std::vector<RequestId> lingering_;  // reported finished, sequences still padding a static batch
   EngineStats counters_;
   Timer clock_;
 };

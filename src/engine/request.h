@@ -39,6 +39,7 @@ struct StepOutput {
   FinishReason finish = FinishReason::kNone;
   // Set on the first token of a sequence and at its end (seconds since engine start).
   double arrival_time = 0, first_token_time = 0, finish_time = 0;
+  double token_time = 0;             // when this token was sampled
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens = 0;  // prompt tokens found in the prefix cache
   int32_t output_tokens = 0;         // so far, this one included

@@ -14,8 +14,10 @@
 // hash and starts computing after the longest cached prefix (never past its last token,
 // which must run to give logits). Blocks it fills are hashed for others.
 //
-// Static mode (the baseline): a batch of up to max_num_seqs requests is admitted only
-// when nothing runs, prefilled whole, and decoded until all of it has finished.
+// Static mode (the baseline, request-level batching as in FasterTransformer or HF
+// generate): a batch of up to max_num_seqs requests is admitted only when nothing runs,
+// prefilled whole, and decoded until all of it has finished; a sequence that finishes
+// early keeps its row and is computed (as padding, its tokens unreported) until then.
 #pragma once
 
 #include <cstdint>

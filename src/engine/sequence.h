@@ -31,6 +31,7 @@ struct Sequence {
   std::unique_ptr<Sampler> sampler;
   SeqStatus status = SeqStatus::kWaiting;
   bool forked = false;          // n > 1: the samples have been split off
+  bool padding = false;         // static mode: finished, but still computed with its batch
   int32_t cached_prompt_tokens = 0;
   double arrival_time = 0, first_token_time = 0;
 

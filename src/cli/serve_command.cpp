@@ -1,0 +1,152 @@
+// `pagoda serve -m MODEL`: the OpenAI-compatible server (src/server/). The engine runs on
+// its own thread; SIGTERM or SIGINT stops admitting requests, lets the running ones
+// finish, then exits.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "cli/model_loader.h"
+#include "server/chat_prompt.h"
+#include "server/engine_loop.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+
+namespace pagoda {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  std::string served_name;
+  std::string chat_template_file;
+  int32_t ctx = 0;
+  int32_t threads = 0;
+  int32_t max_tokens_limit = 0;
+  size_t max_queued = 512;
+  size_t max_body_mib = 16;
+  EngineArgs engine;
+} g_args;
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop.store(true); }
+
+int fail(const Status& st) {
+  fmt::print(stderr, "error: {}\n", st.message());
+  return 1;
+}
+
+int run_serve() {
+  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
+  ThreadPool& pool = ThreadPool::global();
+  auto loaded = load_model(g_args.model, pool);
+  if (!loaded) return fail(loaded.status());
+  Model& model = *loaded->model;
+  auto tok = Tokenizer::from_gguf(*loaded->file);
+  if (!tok) return fail(error("the model's tokenizer cannot be used: {}", tok.status().message()));
+  std::unique_ptr<Tokenizer> tokenizer = std::move(tok.value());
+
+  std::string tpl;
+  std::string origin = "model";
+  if (!g_args.chat_template_file.empty()) {
+    std::ifstream in(g_args.chat_template_file, std::ios::binary);
+    if (!in) return fail(error("cannot read --chat-template {}", g_args.chat_template_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    tpl = ss.str();
+    origin = "file";
+  } else if (auto t = loaded->file->get_string("tokenizer.chat_template")) {
+    tpl = *t;
+  }
+  auto prompter = ChatPrompter::create(tpl, model.config().arch_name, *tokenizer);
+  if (!prompter) return fail(prompter.status());
+  if (!tpl.empty()) (*prompter)->set_origin(origin);
+
+  const int32_t ctx = g_args.ctx > 0 ? g_args.ctx : model.config().n_ctx_train;
+  auto ec = engine_config(g_args.engine, ctx);
+  if (!ec) return fail(ec.status());
+  auto engine = Engine::create(model, tokenizer.get(), *ec);
+  if (!engine) return fail(engine.status());
+  (*engine)->prefault_kv();
+
+  const std::string name = g_args.served_name.empty() ? std::filesystem::path(g_args.model).stem().string()
+                                                      : g_args.served_name;
+  Metrics metrics(name);
+  EngineLoopConfig lc;
+  lc.max_queued = g_args.max_queued;
+  EngineLoop loop(**engine, &metrics, lc);
+  ServerContext sctx;
+  sctx.loop = &loop;
+  sctx.tokenizer = tokenizer.get();
+  sctx.metrics = &metrics;
+  sctx.model_name = name;
+  sctx.max_model_len = (*engine)->max_model_len();
+  sctx.max_tokens_limit = g_args.max_tokens_limit;
+  ServerOptions so;
+  so.host = g_args.host;
+  so.port = g_args.port;
+  so.api_key = g_args.api_key;
+  so.max_body_bytes = g_args.max_body_mib << 20;
+  ChatPrompter* chat = prompter->get();
+  HttpServer http(so, sctx, [chat](const ApiRequest& r) { return (*chat)(r); });
+  if (Status st = http.bind(); !st.is_ok()) return fail(st);
+  loop.start();
+
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::thread watcher([&] {
+    while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    log_info("shutting down: finishing the running requests");
+    loop.drain();
+    // Let handlers write their last events before the sockets close.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    http.stop();
+  });
+  const auto& kv = (*engine)->kv_storage();
+  fmt::print(stderr,
+             "pagoda serve: {} ({}) | context {} | KV {} blocks of {} ({}, {:.0f} MiB) | chat template: {} | "
+             "threads {}\nlistening on http://{}:{}\n",
+             name, model.config().arch_name, sctx.max_model_len, kv.num_blocks(), kv.shape().block_size,
+             kv_type_name(kv.shape().type), kv.bytes() / 1048576.0, (*prompter)->origin(), pool.num_threads(),
+             g_args.host, http.port());
+  const bool ok = http.serve();
+  g_stop.store(true);
+  watcher.join();
+  fmt::print(stderr, "pagoda serve: stopped\n");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+Subcommand add_serve_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web playground");
+  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
+  sub->add_option("--host", g_args.host, "Address to listen on");
+  sub->add_option("--port", g_args.port, "Port (0: any free port)");
+  sub->add_option("--api-key", g_args.api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
+  sub->add_option("--served-model-name", g_args.served_name, "Model name in the API (default: the file's stem)");
+  sub->add_option("--chat-template", g_args.chat_template_file, "Jinja chat template file (default: the model's)");
+  sub->add_option("-c,--ctx-size", g_args.ctx, "Context per sequence (0: the model's trained context)");
+  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
+  sub->add_option("--max-tokens-limit", g_args.max_tokens_limit, "Largest max_tokens a request may ask (0: the context)");
+  sub->add_option("--max-queued-requests", g_args.max_queued, "Waiting requests beyond which new ones get 429");
+  sub->add_option("--max-body-mib", g_args.max_body_mib, "Largest request body in MiB (413 beyond)");
+  add_engine_options(*sub, g_args.engine);
+  return {"serve", sub, run_serve};
+}
+
+}  // namespace pagoda

@@ -1,0 +1,298 @@
+#include "server/completion_session.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+
+namespace pagoda {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string random_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  return fmt::format("{}{:016x}{:04x}", prefix, salt ^ static_cast<uint64_t>(std::time(nullptr)), counter++ & 0xffff);
+}
+
+json token_bytes(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+CompletionSession::CompletionSession(const ServerContext& ctx, ApiRequest req) : ctx_(ctx), req_(std::move(req)) {
+  id_ = random_id(req_.chat ? "chatcmpl-" : "cmpl-");
+  created_ = static_cast<int64_t>(std::time(nullptr));
+}
+
+CompletionSession::~CompletionSession() { abort(); }
+
+std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::start(
+    const ServerContext& ctx, ApiRequest req, std::vector<std::vector<int32_t>> prompts) {
+  const int32_t max_len = ctx.max_model_len;
+  for (const auto& p : prompts) {
+    if (p.empty()) return ApiError::bad_request("the prompt is empty", req.chat ? "messages" : "prompt");
+    for (int32_t t : p)
+      if (t < 0 || t >= ctx.tokenizer->vocab_size())
+        return ApiError::bad_request(fmt::format("token id {} is outside the vocabulary (0..{})", t,
+                                                 ctx.tokenizer->vocab_size() - 1),
+                                     "prompt");
+    const int64_t len = static_cast<int64_t>(p.size());
+    if (len >= max_len || (req.max_tokens_given && len + req.params.max_tokens > max_len))
+      return ApiError::bad_request(
+          fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the "
+                      "{}, {} for the completion). Please reduce the length of the {} or the completion.",
+                      max_len, len + (req.max_tokens_given ? req.params.max_tokens : 0), len,
+                      req.chat ? "messages" : "prompt", req.max_tokens_given ? req.params.max_tokens : 0,
+                      req.chat ? "messages" : "prompt"),
+          req.chat ? "messages" : "prompt");
+  }
+  if (ctx.max_tokens_limit > 0 && req.params.max_tokens > ctx.max_tokens_limit)
+    return ApiError::bad_request(
+        fmt::format("'max_tokens' {} exceeds this server's limit of {}", req.params.max_tokens, ctx.max_tokens_limit),
+        "max_tokens");
+  std::unique_ptr<CompletionSession> s(new CompletionSession(ctx, std::move(req)));
+  const int32_t n = s->req_.params.n;
+  for (auto& p : prompts) {
+    Prompt pr;
+    pr.tokens = static_cast<int32_t>(p.size());
+    if (s->req_.echo) pr.echo = ctx.tokenizer->decode(p);
+    RequestParams params = s->req_.params;
+    if (params.max_tokens < 0 && ctx.max_tokens_limit > 0) params.max_tokens = ctx.max_tokens_limit;
+    EngineLoop::Submitted sub = ctx.loop->submit(std::move(p), params);
+    if (!sub.channel) {
+      s->abort();
+      ApiError e = ApiError::bad_request(sub.error.message());
+      e.status = sub.overloaded ? 429 : 503;
+      e.type = sub.overloaded ? "rate_limit_exceeded" : "service_unavailable";
+      return e;
+    }
+    pr.channel = sub.channel;
+    s->prompts_.push_back(std::move(pr));
+    for (int32_t i = 0; i < n; ++i) {
+      Choice c;
+      c.text = std::make_unique<TextStream>(*ctx.tokenizer, s->req_.stop);
+      s->choices_.push_back(std::move(c));
+    }
+  }
+  for (Prompt& pr : s->prompts_) {
+    Status st = pr.channel->wait_admitted();
+    if (!st.is_ok()) {
+      s->abort();
+      return ApiError::bad_request(st.message(), s->req_.chat ? "messages" : "prompt");
+    }
+  }
+  return s;
+}
+
+void CompletionSession::abort() {
+  for (Prompt& p : prompts_)
+    if (!p.closed && p.channel) {
+      ctx_.loop->abort(p.channel);
+      p.closed = true;
+    }
+}
+
+bool CompletionSession::all_done() const {
+  for (const Choice& c : choices_)
+    if (!c.done) return false;
+  return true;
+}
+
+void CompletionSession::append_logprobs(Choice& c, const StepOutput& o, const std::string& token_text) {
+  if (req_.params.logprobs < 0) return;
+  if (c.logprobs == nullptr) {
+    lp_store_.push_back(std::make_unique<json>());
+    c.logprobs = lp_store_.back().get();
+    if (req_.chat) *c.logprobs = {{"content", json::array()}};
+    else *c.logprobs = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                        {"text_offset", json::array()}};
+  }
+  json& lp = *c.logprobs;
+  const Tokenizer& tok = *ctx_.tokenizer;
+  if (req_.chat) {
+    json top = json::array();
+    for (const auto& [id, v] : o.top_logprobs) {
+      const std::string t = tok.token_to_bytes(id, true);
+      top.push_back({{"token", t}, {"logprob", v}, {"bytes", token_bytes(t)}});
+    }
+    lp["content"].push_back(
+        {{"token", token_text}, {"logprob", o.logprob}, {"bytes", token_bytes(token_text)}, {"top_logprobs", top}});
+  } else {
+    json top = json::object();
+    for (const auto& [id, v] : o.top_logprobs) top[tok.token_to_bytes(id, true)] = v;
+    lp["text_offset"].push_back(c.content.size());
+    lp["tokens"].push_back(token_text);
+    lp["token_logprobs"].push_back(o.logprob);
+    lp["top_logprobs"].push_back(top);
+  }
+}
+
+void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::string* events) {
+  const int32_t n = req_.params.n;
+  for (const StepOutput& o : outs) {
+    const size_t ci = p * static_cast<size_t>(n) + static_cast<size_t>(o.index);
+    if (ci >= choices_.size()) continue;
+    Choice& c = choices_[ci];
+    if (c.done || o.token < 0) continue;
+    ++c.tokens;
+    const bool eog = !req_.params.ignore_eos && ctx_.tokenizer->is_eog(o.token);
+    std::string delta = c.text->push(o.token, eog);
+    const std::string token_text = ctx_.tokenizer->token_to_bytes(o.token, true);
+    std::string finish;
+    if (c.text->stopped()) finish = "stop";
+    else if (o.finish != FinishReason::kNone) {
+      finish = o.finish == FinishReason::kLength ? "length" : "stop";
+      delta += c.text->finish();
+    }
+    if (!c.text->stopped()) append_logprobs(c, o, token_text);
+    if (events != nullptr && (!delta.empty() || !finish.empty() || req_.params.logprobs >= 0)) {
+      json lp_delta;
+      const json* lpp = nullptr;
+      if (req_.params.logprobs >= 0 && c.logprobs != nullptr && !c.text->stopped()) {
+        // The entry for this token only.
+        if (req_.chat) lp_delta = {{"content", json::array({(*c.logprobs)["content"].back()})}};
+        else
+          lp_delta = {{"tokens", json::array({(*c.logprobs)["tokens"].back()})},
+                      {"token_logprobs", json::array({(*c.logprobs)["token_logprobs"].back()})},
+                      {"top_logprobs", json::array({(*c.logprobs)["top_logprobs"].back()})},
+                      {"text_offset", json::array({(*c.logprobs)["text_offset"].back()})}};
+        lpp = &lp_delta;
+      }
+      *events += chunk(ci, delta, nullptr, lpp);
+    }
+    c.content += delta;
+    if (!finish.empty()) {
+      c.done = true;
+      c.finish_reason = finish;
+      if (events != nullptr) *events += chunk(ci, "", &finish, nullptr);
+    }
+  }
+  // Every sample of prompt p is complete: its engine request can go (a stop string ends a
+  // sample before the engine would).
+  bool prompt_done = true;
+  for (int32_t i = 0; i < n; ++i) prompt_done = prompt_done && choices_[p * static_cast<size_t>(n) + static_cast<size_t>(i)].done;
+  if (prompt_done && !prompts_[p].closed) {
+    ctx_.loop->abort(prompts_[p].channel);
+    prompts_[p].closed = true;
+  }
+}
+
+std::string CompletionSession::chunk(size_t ci, const std::string& delta, const std::string* finish, const json* lp) {
+  json choice = {{"index", ci}, {"logprobs", lp != nullptr ? *lp : json(nullptr)},
+                 {"finish_reason", finish != nullptr ? json(*finish) : json(nullptr)}};
+  Choice& c = choices_[ci];
+  if (req_.chat) {
+    json d = json::object();
+    if (!c.role_sent) {
+      d["role"] = "assistant";
+      c.role_sent = true;
+    }
+    if (!delta.empty() || finish == nullptr) d["content"] = delta;
+    choice["delta"] = d;
+  } else {
+    std::string text = delta;
+    if (req_.echo && !c.role_sent) {
+      text = prompts_[ci / static_cast<size_t>(req_.params.n)].echo + text;
+      c.role_sent = true;
+    }
+    choice["text"] = text;
+  }
+  json j = {{"id", id_}, {"object", req_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
+            {"model", ctx_.model_name}, {"choices", json::array({choice})}};
+  if (req_.include_usage) j["usage"] = nullptr;
+  return "data: " + dump(j) + "\n\n";
+}
+
+std::string CompletionSession::usage_json() const {
+  int64_t prompt = 0, completion = 0;
+  for (const Prompt& p : prompts_) prompt += p.tokens;
+  for (const Choice& c : choices_) completion += c.tokens;
+  return dump(json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}});
+}
+
+bool CompletionSession::next_events(std::string& out, std::chrono::milliseconds wait) {
+  if (finished_events_) return false;
+  std::vector<StepOutput> outs;
+  bool any_open = false;
+  for (size_t p = 0; p < prompts_.size(); ++p) {
+    Prompt& pr = prompts_[p];
+    outs.clear();
+    const auto slice = prompts_.size() == 1 ? wait : std::chrono::milliseconds(std::max<int64_t>(1, wait.count() / 4));
+    const bool open = pr.channel->take(outs, slice);
+    consume(p, outs, &out);
+    if (!open) {
+      const Status st = pr.channel->error();
+      if (!st.is_ok() && !failure_) failure_ = ApiError{500, st.message(), "server_error", "", ""};
+      // The channel ended: samples it never finished (an abort) end here.
+      for (int32_t i = 0; i < req_.params.n; ++i) {
+        Choice& c = choices_[p * static_cast<size_t>(req_.params.n) + static_cast<size_t>(i)];
+        if (!c.done) {
+          c.done = true;
+          c.finish_reason = "abort";
+        }
+      }
+    } else if (!all_done()) {
+      any_open = true;
+    }
+  }
+  if (any_open && !all_done()) return true;
+  if (failure_) out += "data: " + json::parse(failure_->body()).dump() + "\n\n";
+  if (req_.include_usage) {
+    json j = {{"id", id_}, {"object", req_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
+              {"model", ctx_.model_name}, {"choices", json::array()}, {"usage", json::parse(usage_json())}};
+    out += "data: " + dump(j) + "\n\n";
+  }
+  out += "data: [DONE]\n\n";
+  finished_events_ = true;
+  abort();
+  return false;
+}
+
+std::variant<std::string, ApiError> CompletionSession::wait_json() {
+  std::vector<StepOutput> outs;
+  for (size_t p = 0; p < prompts_.size(); ++p) {
+    Prompt& pr = prompts_[p];
+    for (;;) {
+      outs.clear();
+      const bool open = pr.channel->take(outs, std::chrono::milliseconds(200));
+      consume(p, outs, nullptr);
+      bool done = true;
+      for (int32_t i = 0; i < req_.params.n; ++i)
+        done = done && choices_[p * static_cast<size_t>(req_.params.n) + static_cast<size_t>(i)].done;
+      if (done) break;
+      if (!open) {
+        const Status st = pr.channel->error();
+        abort();
+        return ApiError{500, st.is_ok() ? std::string("the request ended early") : st.message(), "server_error", "", ""};
+      }
+    }
+  }
+  json choices = json::array();
+  for (size_t ci = 0; ci < choices_.size(); ++ci) {
+    const Choice& c = choices_[ci];
+    json lp = c.logprobs != nullptr ? *c.logprobs : json(nullptr);
+    if (req_.chat) {
+      choices.push_back({{"index", ci}, {"message", {{"role", "assistant"}, {"content", c.content}}}, {"logprobs", lp},
+                         {"finish_reason", c.finish_reason}});
+    } else {
+      const std::string text = req_.echo ? prompts_[ci / static_cast<size_t>(req_.params.n)].echo + c.content : c.content;
+      choices.push_back({{"index", ci}, {"text", text}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
+    }
+  }
+  json j = {{"id", id_}, {"object", req_.chat ? "chat.completion" : "text_completion"}, {"created", created_},
+            {"model", ctx_.model_name}, {"choices", choices}, {"usage", json::parse(usage_json())}};
+  abort();
+  return dump(j);
+}
+
+}  // namespace pagoda

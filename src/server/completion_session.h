@@ -1,0 +1,88 @@
+// One /v1/completions or /v1/chat/completions call from submission to the last byte:
+// the prompts go to the engine loop (n samples each), every sample's tokens become text
+// through a TextStream (stop strings), logprobs are collected in OpenAI's shapes, and the
+// result is either one JSON body or a sequence of server-sent events ending in [DONE].
+// Stop strings end a sample early; once every sample of a prompt is done its engine
+// request is aborted, so no compute is spent past a stop.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "server/api_error.h"
+#include "server/engine_loop.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/text_stream.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+struct ServerContext {
+  EngineLoop* loop = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  Metrics* metrics = nullptr;
+  std::string model_name;
+  int32_t max_model_len = 0;
+  int32_t max_tokens_limit = 0;  // 0: none beyond the context
+};
+
+class CompletionSession {
+ public:
+  // Tokenizes, validates lengths and submits. prompts: token ids per prompt (chat: one,
+  // rendered by the caller). An ApiError when the request cannot run (429 when the queue
+  // is full, 503 while shutting down).
+  static std::variant<std::unique_ptr<CompletionSession>, ApiError> start(const ServerContext& ctx, ApiRequest req,
+                                                                          std::vector<std::vector<int32_t>> prompts);
+  ~CompletionSession();
+
+  // Non-streaming: waits for every sample; the response body or an error.
+  std::variant<std::string, ApiError> wait_json();
+  // Streaming: appends the SSE events that became ready (waiting up to `wait` for one).
+  // False once the stream is complete (the last events, [DONE] included, appended).
+  bool next_events(std::string& out, std::chrono::milliseconds wait);
+  // The client went away: abort everything still running.
+  void abort();
+
+ private:
+  struct Choice {
+    std::unique_ptr<TextStream> text;
+    std::string content;
+    int32_t tokens = 0;
+    bool done = false;
+    bool role_sent = false;
+    std::string finish_reason;
+    nlohmann::json* logprobs = nullptr;  // owned by lp_store_
+  };
+  struct Prompt {
+    std::shared_ptr<OutputChannel> channel;
+    int32_t tokens = 0;
+    std::string echo;
+    bool closed = false;
+  };
+  CompletionSession(const ServerContext& ctx, ApiRequest req);
+  // Feeds outputs of prompt p; appends stream events when streaming.
+  void consume(size_t p, std::vector<StepOutput>& outs, std::string* events);
+  void append_logprobs(Choice& c, const StepOutput& o, const std::string& token_text);
+  std::string chunk(size_t choice, const std::string& delta, const std::string* finish, const nlohmann::json* lp);
+  std::string usage_json() const;
+  bool all_done() const;
+
+  ServerContext ctx_;
+  ApiRequest req_;
+  std::vector<Prompt> prompts_;
+  std::vector<Choice> choices_;
+  std::vector<std::unique_ptr<nlohmann::json>> lp_store_;
+  std::string id_;
+  int64_t created_ = 0;
+  bool finished_events_ = false;
+  std::optional<ApiError> failure_;
+};
+
+}  // namespace pagoda

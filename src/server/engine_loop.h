@@ -1,0 +1,108 @@
+// The engine on its own thread, and the thread-safe doors into it. HTTP handlers submit
+// requests into a queue and read each request's outputs from its own channel; the loop
+// thread owns the engine: between steps it admits queued requests and aborts, then runs a
+// step and hands every output to its channel. A client that goes away aborts its request
+// and the engine frees its KV blocks at the next step. drain() stops admitting new work
+// and returns once every admitted request has finished (SIGTERM's path).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "server/metrics.h"
+
+namespace pagoda {
+
+// One request's outputs, produced by the loop thread and consumed by one handler.
+class OutputChannel {
+ public:
+  explicit OutputChannel(int32_t n) : n_(n) {}
+  enum class State { kPending, kAccepted, kRejected, kClosed };
+
+  // Waits until the engine accepted or rejected the request; the rejection's reason.
+  Status wait_admitted();
+  // Moves the available outputs into `out`, waiting up to `timeout` for one. False once
+  // the request has finished (or failed) and everything was taken.
+  bool take(std::vector<StepOutput>& out, std::chrono::milliseconds timeout);
+  // The error that ended the request early (engine failure), if any.
+  Status error() const;
+  RequestId id() const;
+
+  // Loop side.
+  void accept(RequestId id);
+  void reject(Status why);
+  void push(StepOutput o);
+  void close(Status why = Status::ok());
+  int32_t n() const { return n_; }
+  int32_t finished = 0;               // loop thread only
+  std::vector<double> last_token_at;  // loop thread only: per sample, for inter-token latency
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  State state_ = State::kPending;
+  Status status_;
+  RequestId id_ = 0;
+  int32_t n_;
+  std::deque<StepOutput> items_;
+};
+
+struct EngineLoopConfig {
+  size_t max_queued = 512;  // requests waiting for a slot; beyond, submit() says overloaded
+};
+
+class EngineLoop {
+ public:
+  EngineLoop(Engine& engine, Metrics* metrics, const EngineLoopConfig& config);
+  ~EngineLoop();
+  void start();
+
+  // Queues a request. Fails at once (queuing nothing) when the server is draining or the
+  // queue is full; Overloaded tells which.
+  struct Submitted {
+    std::shared_ptr<OutputChannel> channel;
+    bool overloaded = false;
+    Status error;
+  };
+  Submitted submit(std::vector<int32_t> prompt, const RequestParams& params);
+  // Drops the request (no-op once finished).
+  void abort(const std::shared_ptr<OutputChannel>& ch);
+  // Stops admitting, waits until every admitted request finished, stops the thread.
+  void drain();
+  bool draining() const;
+  size_t queued() const;
+
+ private:
+  void run();
+  void publish_gauges();
+
+  Engine& engine_;
+  Metrics* metrics_;
+  EngineLoopConfig config_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  struct Pending {
+    std::vector<int32_t> prompt;
+    RequestParams params;
+    std::shared_ptr<OutputChannel> channel;
+  };
+  std::deque<Pending> incoming_;
+  std::vector<std::shared_ptr<OutputChannel>> aborts_;
+  bool draining_ = false;
+  bool stop_ = false;
+  size_t engine_waiting_ = 0;  // the engine's queue, as of the last step
+  // Loop thread only.
+  std::unordered_map<RequestId, std::shared_ptr<OutputChannel>> live_;
+};
+
+}  // namespace pagoda

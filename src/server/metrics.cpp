@@ -1,0 +1,126 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace pagoda {
+namespace {
+
+std::vector<double> latency_buckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+std::vector<double> length_buckets() { return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}; }
+
+std::string fmt_double(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, fmt_double(bounds_[i]), cum);
+  }
+  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, count_);
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, fmt_double(sum_));
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, count_);
+}
+
+Metrics::Metrics(std::string model_name)
+    : labels_(fmt::format("model_name=\"{}\"", model_name)),
+      ttft_(latency_buckets()),
+      itl_(latency_buckets()),
+      e2e_(latency_buckets()),
+      prompt_len_(length_buckets()),
+      gen_len_(length_buckets()) {}
+
+void Metrics::observe_ttft(double s) {
+  std::lock_guard<std::mutex> l(mu_);
+  ttft_.observe(s);
+}
+
+void Metrics::observe_inter_token(double s) {
+  std::lock_guard<std::mutex> l(mu_);
+  itl_.observe(s);
+}
+
+void Metrics::observe_request(double e2e_s, int64_t prompt_tokens, int64_t generation_tokens, const std::string& finish) {
+  std::lock_guard<std::mutex> l(mu_);
+  e2e_.observe(e2e_s);
+  prompt_len_.observe(static_cast<double>(prompt_tokens));
+  gen_len_.observe(static_cast<double>(generation_tokens));
+  if (finish == "stop") ++finished_stop_;
+  else if (finish == "length") ++finished_length_;
+  else ++finished_abort_;
+}
+
+void Metrics::count_prompt_tokens(int64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  prompt_tokens_ += n;
+}
+
+void Metrics::count_generation_tokens(int64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  generation_tokens_ += n;
+}
+
+void Metrics::count_http(int status) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (status >= 500) ++http_5xx_;
+  else if (status >= 400) ++http_4xx_;
+  else ++http_2xx_;
+}
+
+void Metrics::set_engine(const EngineGauges& g) {
+  std::lock_guard<std::mutex> l(mu_);
+  engine_ = g;
+}
+
+std::string Metrics::render() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string o;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    o += fmt::format("# HELP pagoda:{} {}\n# TYPE pagoda:{} gauge\npagoda:{}{{{}}} {}\n", name, help, name, name, labels_,
+                     fmt_double(v));
+  };
+  auto counter = [&](const char* name, const char* help, double v, const std::string& extra = "") {
+    o += fmt::format("# HELP pagoda:{} {}\n# TYPE pagoda:{} counter\npagoda:{}_total{{{}{}}} {}\n", name, help, name, name,
+                     labels_, extra, fmt_double(v));
+  };
+  auto histogram = [&](const char* name, const char* help, const Histogram& h) {
+    o += fmt::format("# HELP pagoda:{} {}\n# TYPE pagoda:{} histogram\n", name, help, name);
+    h.render(o, fmt::format("pagoda:{}", name), labels_);
+  };
+  gauge("num_requests_running", "Requests in the running batch.", static_cast<double>(engine_.running));
+  gauge("num_requests_waiting", "Requests waiting to be scheduled.", static_cast<double>(engine_.waiting));
+  gauge("kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = 100%).", engine_.kv_usage);
+  counter("num_preemptions", "Preemptions (a sequence's KV blocks taken back to be recomputed later).",
+          static_cast<double>(engine_.preemptions));
+  counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", static_cast<double>(engine_.prefix_queries));
+  counter("prefix_cache_hits", "Prompt tokens found in the prefix cache.", static_cast<double>(engine_.prefix_hits));
+  counter("prompt_tokens", "Prompt tokens processed.", static_cast<double>(prompt_tokens_));
+  counter("generation_tokens", "Tokens generated.", static_cast<double>(generation_tokens_));
+  o += "# HELP pagoda:request_success Finished requests by finish reason.\n# TYPE pagoda:request_success counter\n";
+  o += fmt::format("pagoda:request_success_total{{{},finished_reason=\"stop\"}} {}\n", labels_, finished_stop_);
+  o += fmt::format("pagoda:request_success_total{{{},finished_reason=\"length\"}} {}\n", labels_, finished_length_);
+  o += fmt::format("pagoda:request_success_total{{{},finished_reason=\"abort\"}} {}\n", labels_, finished_abort_);
+  o += "# HELP pagoda:http_responses HTTP responses by status class.\n# TYPE pagoda:http_responses counter\n";
+  o += fmt::format("pagoda:http_responses_total{{{},status=\"2xx\"}} {}\n", labels_, http_2xx_);
+  o += fmt::format("pagoda:http_responses_total{{{},status=\"4xx\"}} {}\n", labels_, http_4xx_);
+  o += fmt::format("pagoda:http_responses_total{{{},status=\"5xx\"}} {}\n", labels_, http_5xx_);
+  histogram("time_to_first_token_seconds", "Time to first token.", ttft_);
+  histogram("inter_token_latency_seconds", "Time between consecutive tokens of a request.", itl_);
+  histogram("e2e_request_latency_seconds", "Request latency from arrival to the last token.", e2e_);
+  histogram("request_prompt_tokens", "Prompt length of finished requests.", prompt_len_);
+  histogram("request_generation_tokens", "Generated length of finished requests.", gen_len_);
+  return o;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,59 @@
+// Prometheus metrics of the server, in the text exposition format, named in the `pagoda:`
+// namespace after vLLM's (vllm:time_to_first_token_seconds -> pagoda:time_to_first_token_seconds,
+// ...), so dashboards built for vLLM need only the prefix changed. Counters and histograms
+// are updated by the engine thread and the HTTP handlers; render() may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double v);
+  // The _bucket/_sum/_count lines of metric `name` (caller holds the lock).
+  void render(std::string& out, const std::string& name, const std::string& labels) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+struct EngineGauges {
+  size_t running = 0, waiting = 0;
+  double kv_usage = 0;
+  int64_t preemptions = 0;
+  int64_t prefix_queries = 0, prefix_hits = 0;  // tokens
+};
+
+class Metrics {
+ public:
+  explicit Metrics(std::string model_name);
+
+  void observe_ttft(double s);
+  void observe_inter_token(double s);
+  void observe_request(double e2e_s, int64_t prompt_tokens, int64_t generation_tokens, const std::string& finish);
+  void count_prompt_tokens(int64_t n);
+  void count_generation_tokens(int64_t n);
+  void count_http(int status);
+  void set_engine(const EngineGauges& g);
+
+  std::string render() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string labels_;
+  Histogram ttft_, itl_, e2e_, prompt_len_, gen_len_;
+  int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
+  int64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;
+  int64_t http_2xx_ = 0, http_4xx_ = 0, http_5xx_ = 0;
+  EngineGauges engine_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,223 @@
+#include "server/openai_request.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace pagoda {
+
+using json = nlohmann::json;
+
+std::string ApiError::body() const {
+  json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) e["param"] = param;
+  if (!code.empty()) e["code"] = code;
+  return json{{"error", e}}.dump();
+}
+
+namespace {
+
+struct Fields {
+  const json& j;
+  std::optional<ApiError> err;
+
+  const json* get(const char* name) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  void fail(const char* name, const std::string& what) {
+    if (!err) err = ApiError::bad_request(fmt::format("'{}': {}", name, what), name);
+  }
+  template <typename T>
+  void number(const char* name, T& out, double lo, double hi) {
+    const json* v = get(name);
+    if (v == nullptr) return;
+    if (!v->is_number() || (std::is_integral_v<T> && !v->is_number_integer())) {
+      fail(name, std::is_integral_v<T> ? "must be an integer" : "must be a number");
+      return;
+    }
+    const double d = v->get<double>();
+    if (!(d >= lo && d <= hi)) {
+      fail(name, fmt::format("{} is out of range [{}, {}]", v->dump(), lo, hi));
+      return;
+    }
+    out = v->get<T>();
+  }
+  void boolean(const char* name, bool& out) {
+    const json* v = get(name);
+    if (v == nullptr) return;
+    if (!v->is_boolean()) return fail(name, "must be a boolean");
+    out = v->get<bool>();
+  }
+};
+
+std::optional<ApiError> parse_stop(Fields& f, ApiRequest& r) {
+  const json* v = f.get("stop");
+  if (v == nullptr) return std::nullopt;
+  if (v->is_string()) {
+    r.stop.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const json& s : *v) {
+      if (!s.is_string()) return ApiError::bad_request("'stop': must be a string or a list of strings", "stop");
+      r.stop.push_back(s.get<std::string>());
+    }
+  } else {
+    return ApiError::bad_request("'stop': must be a string or a list of strings", "stop");
+  }
+  if (r.stop.size() > 16) return ApiError::bad_request("'stop': at most 16 stop strings", "stop");
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_prompt(const json& p, ApiRequest& r) {
+  auto ids = [](const json& a, std::vector<int32_t>& out) {
+    for (const json& t : a) {
+      if (!t.is_number_integer()) return false;
+      const int64_t v = t.get<int64_t>();
+      if (v < INT32_MIN || v > INT32_MAX) return false;
+      out.push_back(static_cast<int32_t>(v));
+    }
+    return true;
+  };
+  const ApiError bad = ApiError::bad_request(
+      "'prompt': must be a string, a list of strings, a list of token ids or a list of lists of token ids", "prompt");
+  if (p.is_string()) {
+    r.prompts.emplace_back(p.get<std::string>());
+  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+    std::vector<int32_t> v;
+    if (!ids(p, v)) return bad;
+    r.prompts.emplace_back(std::move(v));
+  } else if (p.is_array() && !p.empty()) {
+    for (const json& e : p) {
+      if (e.is_string()) {
+        r.prompts.emplace_back(e.get<std::string>());
+      } else if (e.is_array()) {
+        std::vector<int32_t> v;
+        if (!ids(e, v)) return bad;
+        r.prompts.emplace_back(std::move(v));
+      } else {
+        return bad;
+      }
+    }
+  } else {
+    return bad;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& m, ApiRequest& r) {
+  if (!m.is_array() || m.empty()) return ApiError::bad_request("'messages': must be a non-empty list", "messages");
+  for (const json& e : m) {
+    if (!e.is_object() || !e.contains("role") || !e["role"].is_string())
+      return ApiError::bad_request("'messages': each message needs a string 'role'", "messages");
+    ChatTurn t;
+    t.role = e["role"].get<std::string>();
+    auto c = e.find("content");
+    if (c == e.end() || c->is_null()) {
+      t.content.clear();
+    } else if (c->is_string()) {
+      t.content = c->get<std::string>();
+    } else if (c->is_array()) {
+      // Content parts: the text parts, joined (no images here).
+      for (const json& part : *c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          return ApiError::bad_request("'messages': only text content parts are supported", "messages");
+        t.content += part["text"].get<std::string>();
+      }
+    } else {
+      return ApiError::bad_request("'messages': 'content' must be a string or a list of parts", "messages");
+    }
+    r.messages.push_back(std::move(t));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bool chat) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return ApiError::bad_request("the request body is not valid JSON");
+  if (!j.is_object()) return ApiError::bad_request("the request body must be a JSON object");
+  ApiRequest r;
+  r.chat = chat;
+  // OpenAI's defaults: temperature 1, top_p 1, no top-k/min-p filtering.
+  SamplingParams& sp = r.params.sampling;
+  sp.temperature = 1.0f;
+  sp.top_p = 1.0f;
+  sp.top_k = 0;
+  sp.min_p = 0.0f;
+  sp.repeat_penalty = 1.0f;
+  sp.repeat_last_n = -1;
+  r.params.max_tokens = chat ? -1 : 16;
+  Fields f{j, std::nullopt};
+  if (const json* m = f.get("model")) {
+    if (!m->is_string()) return ApiError::bad_request("'model': must be a string", "model");
+    r.model = m->get<std::string>();
+  }
+  if (chat) {
+    auto it = j.find("messages");
+    if (it == j.end()) return ApiError::bad_request("'messages' is required", "messages");
+    if (auto e = parse_messages(*it, r)) return *e;
+    f.boolean("add_generation_prompt", r.add_generation_prompt);
+  } else {
+    auto it = j.find("prompt");
+    if (it == j.end()) return ApiError::bad_request("'prompt' is required", "prompt");
+    if (auto e = parse_prompt(*it, r)) return *e;
+    f.boolean("echo", r.echo);
+  }
+  int64_t max_tokens = r.params.max_tokens;
+  if (f.get("max_tokens") != nullptr || f.get("max_completion_tokens") != nullptr) r.max_tokens_given = true;
+  f.number("max_tokens", max_tokens, 1, 1e9);
+  f.number("max_completion_tokens", max_tokens, 1, 1e9);
+  r.params.max_tokens = static_cast<int32_t>(max_tokens);
+  f.number("temperature", sp.temperature, 0.0, 2.0);
+  f.number("top_p", sp.top_p, 0.0, 1.0);
+  if (f.get("top_p") != nullptr && sp.top_p <= 0.0f) f.fail("top_p", "must be greater than 0");
+  f.number("top_k", sp.top_k, -1, 1e9);
+  f.number("min_p", sp.min_p, 0.0, 1.0);
+  f.number("presence_penalty", sp.presence_penalty, -2.0, 2.0);
+  f.number("frequency_penalty", sp.frequency_penalty, -2.0, 2.0);
+  f.number("repetition_penalty", sp.repeat_penalty, 0.01, 10.0);
+  f.number("n", r.params.n, 1, 128);
+  sp.seed = kRandomSeed;
+  if (f.get("seed") != nullptr) {
+    int64_t seed = 0;
+    f.number("seed", seed, -9.2e18, 9.2e18);
+    sp.seed = static_cast<uint64_t>(seed);
+    if (sp.seed == kRandomSeed) sp.seed = kRandomSeed + 1;  // a user's seed never means "random"
+  }
+  f.boolean("ignore_eos", r.params.ignore_eos);
+  f.boolean("stream", r.stream);
+  if (const json* so = f.get("stream_options")) {
+    if (!so->is_object()) return ApiError::bad_request("'stream_options': must be an object", "stream_options");
+    Fields g{*so, std::nullopt};
+    g.boolean("include_usage", r.include_usage);
+    if (g.err) return *g.err;
+  }
+  if (chat) {
+    bool logprobs = false;
+    f.boolean("logprobs", logprobs);
+    f.number("top_logprobs", r.top_logprobs, 0, 20);
+    if (f.get("top_logprobs") != nullptr && !logprobs && !f.err)
+      return ApiError::bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (logprobs) r.params.logprobs = r.top_logprobs;
+  } else {
+    int32_t lp = -1;
+    f.number("logprobs", lp, 0, 20);
+    r.params.logprobs = lp;
+  }
+  if (f.err) return *f.err;
+  if (auto e = parse_stop(f, r)) return *e;
+  if (const json* b = f.get("best_of")) {
+    if (!b->is_number_integer() || b->get<int64_t>() != r.params.n)
+      return ApiError::bad_request("'best_of' other than n is not supported", "best_of");
+  }
+  if (f.get("suffix") != nullptr) return ApiError::bad_request("'suffix' is not supported", "suffix");
+  if (const json* lb = f.get("logit_bias")) {
+    if (!lb->is_object() || !lb->empty()) return ApiError::bad_request("'logit_bias' is not supported", "logit_bias");
+  }
+  return r;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,108 @@
+// Parsing and validating OpenAI request bodies: defaults as OpenAI documents them, every
+// accepted prompt shape, and a 400 naming the field for each wrong type or range.
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <variant>
+
+namespace pagoda {
+namespace {
+
+ApiRequest ok(const std::string& body, bool chat = false) {
+  auto r = parse_api_request(body, chat);
+  if (auto* e = std::get_if<ApiError>(&r)) ADD_FAILURE() << e->message;
+  return std::holds_alternative<ApiRequest>(r) ? std::get<ApiRequest>(r) : ApiRequest{};
+}
+
+ApiError bad(const std::string& body, bool chat = false) {
+  auto r = parse_api_request(body, chat);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+TEST(OpenAiRequest, CompletionDefaultsFollowOpenAi) {
+  const ApiRequest r = ok(R"({"prompt": "hi"})");
+  EXPECT_EQ(r.params.max_tokens, 16);
+  EXPECT_FLOAT_EQ(r.params.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.params.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.params.sampling.top_k, 0);
+  EXPECT_EQ(r.params.n, 1);
+  EXPECT_EQ(r.params.logprobs, -1);
+  EXPECT_EQ(r.params.sampling.seed, kRandomSeed);
+  EXPECT_FALSE(r.stream);
+}
+
+TEST(OpenAiRequest, ChatHasNoDefaultTokenLimit) {
+  const ApiRequest r = ok(R"({"messages": [{"role": "user", "content": "hi"}]})", true);
+  EXPECT_LT(r.params.max_tokens, 0);
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].content, "hi");
+}
+
+TEST(OpenAiRequest, AcceptsEveryPromptShape) {
+  EXPECT_EQ(ok(R"({"prompt": "a"})").prompts.size(), 1u);
+  EXPECT_EQ(ok(R"({"prompt": ["a", "b"]})").prompts.size(), 2u);
+  const ApiRequest ids = ok(R"({"prompt": [1, 2, 3]})");
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_EQ(std::get<std::vector<int32_t>>(ids.prompts[0]).size(), 3u);
+  EXPECT_EQ(ok(R"({"prompt": [[1, 2], [3]]})").prompts.size(), 2u);
+}
+
+TEST(OpenAiRequest, ChatContentPartsAreJoined) {
+  const ApiRequest r = ok(
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})",
+      true);
+  EXPECT_EQ(r.messages[0].content, "ab");
+}
+
+TEST(OpenAiRequest, SamplingFieldsAndExtensionsAreRead) {
+  const ApiRequest r = ok(
+      R"({"prompt": "x", "max_tokens": 5, "temperature": 0, "top_p": 0.5, "top_k": 7, "min_p": 0.1, "n": 3,
+          "seed": 9, "stop": ["a", "b"], "presence_penalty": 1, "frequency_penalty": -1, "logprobs": 2,
+          "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true, "unknown": 1})");
+  EXPECT_EQ(r.params.max_tokens, 5);
+  EXPECT_FLOAT_EQ(r.params.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.params.sampling.top_k, 7);
+  EXPECT_EQ(r.params.n, 3);
+  EXPECT_EQ(r.params.sampling.seed, 9u);
+  EXPECT_EQ(r.stop.size(), 2u);
+  EXPECT_EQ(r.params.logprobs, 2);
+  EXPECT_TRUE(r.stream && r.include_usage && r.params.ignore_eos);
+}
+
+TEST(OpenAiRequest, ChatLogprobsNeedTheFlag) {
+  EXPECT_EQ(ok(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 4})", true)
+                .params.logprobs,
+            4);
+  EXPECT_EQ(bad(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 4})", true).param, "top_logprobs");
+}
+
+TEST(OpenAiRequest, EachBadFieldIsA400NamingIt) {
+  EXPECT_EQ(bad("{oops").status, 400);
+  EXPECT_EQ(bad("[1, 2]").status, 400);
+  EXPECT_EQ(bad(R"({"max_tokens": 3})").param, "prompt");
+  EXPECT_EQ(bad(R"({"prompt": 5})").param, "prompt");
+  EXPECT_EQ(bad(R"({"prompt": [1, "a"]})").param, "prompt");
+  EXPECT_EQ(bad(R"({"prompt": "x", "temperature": "hot"})").param, "temperature");
+  EXPECT_EQ(bad(R"({"prompt": "x", "temperature": 2.5})").param, "temperature");
+  EXPECT_EQ(bad(R"({"prompt": "x", "max_tokens": -1})").param, "max_tokens");
+  EXPECT_EQ(bad(R"({"prompt": "x", "max_tokens": 2.5})").param, "max_tokens");
+  EXPECT_EQ(bad(R"({"prompt": "x", "n": 0})").param, "n");
+  EXPECT_EQ(bad(R"({"prompt": "x", "top_p": 0})").param, "top_p");
+  EXPECT_EQ(bad(R"({"prompt": "x", "stop": [1]})").param, "stop");
+  EXPECT_EQ(bad(R"({"prompt": "x", "stream": 1})").param, "stream");
+  EXPECT_EQ(bad(R"({"messages": "hi"})", true).param, "messages");
+  EXPECT_EQ(bad(R"({"messages": [{"content": "x"}]})", true).param, "messages");
+}
+
+TEST(OpenAiRequest, ErrorBodyHasOpenAisShape) {
+  const std::string body = bad(R"({"prompt": "x", "n": 0})").body();
+  EXPECT_NE(body.find(R"("error":)"), std::string::npos);
+  EXPECT_NE(body.find(R"("type":"invalid_request_error")"), std::string::npos);
+  EXPECT_NE(body.find(R"("param":"n")"), std::string::npos);
+  EXPECT_NE(body.find(R"("code":null)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda

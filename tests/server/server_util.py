@@ -1,0 +1,71 @@
+"""Starting and stopping `pagoda serve` for the server tests: a generated tiny model (or
+Gemma 3 270M when fetched), any free port, and a clean shutdown that checks the process
+exited by itself."""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import time
+
+import httpx
+
+GEMMA = pathlib.Path(os.environ.get("PAGODA_CACHE", pathlib.Path.home() / ".cache" / "pagoda")) / "models" / \
+    "gemma-3-270m-q4_k_m.gguf"
+
+
+def gen_tiny_model(pagoda_bin, path: pathlib.Path, arch: str = "llama") -> pathlib.Path:
+    if not path.exists():
+        cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", arch, "--type", "Q8_0", "--dim", "64", "--layers", "2",
+               "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", "512", "--ctx", "512", "--seed", "5",
+               "-o", str(path)]
+        r = subprocess.run(cmd, capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return path
+
+
+class Server:
+    def __init__(self, pagoda_bin, model: pathlib.Path, *extra: str):
+        self.log = open(model.parent / f"serve-{os.getpid()}-{time.time_ns()}.log", "w+b")
+        self.proc = subprocess.Popen([str(pagoda_bin("pagoda")), "serve", "-m", str(model), "--port", "0", "-t", "2",
+                                      *extra], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        self.port = None
+        while time.time() < deadline and self.port is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"pagoda serve exited early:\n{self.output()}")
+            m = re.search(r"listening on http://[^:]+:(\d+)", self.output())
+            if m:
+                self.port = int(m.group(1))
+            else:
+                time.sleep(0.05)
+        if self.port is None:
+            self.kill()
+            raise RuntimeError(f"pagoda serve did not start:\n{self.output()}")
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def get(self, path: str, **kw) -> httpx.Response:
+        return httpx.get(self.base + path, timeout=60, **kw)
+
+    def post(self, path: str, **kw) -> httpx.Response:
+        return httpx.post(self.base + path, timeout=120, **kw)
+
+    def terminate(self, timeout: float = 60) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self.kill()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()

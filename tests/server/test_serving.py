@@ -1,0 +1,187 @@
+"""`pagoda serve` under load and at its edges: Prometheus metrics that parse and move,
+200 concurrent streaming clients of which a third hang up mid-stream (the server stays
+up, every completed stream is well formed, and afterwards no KV block is held), a full
+queue answered with 429 and Retry-After, SIGTERM draining the running requests, and the
+web playground driven by headless Chromium."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from server_util import GEMMA, Server
+
+
+def metrics(server) -> dict[str, float]:
+    r = server.get("/metrics")
+    assert r.status_code == 200
+    out = {}
+    for fam in text_string_to_metric_families(r.text):
+        for s in fam.samples:
+            key = s.name + ("" if "le" not in s.labels else f"[le={s.labels['le']}]")
+            if "finished_reason" in s.labels:
+                key += f"[{s.labels['finished_reason']}]"
+            out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+def test_metrics_parse_and_move(server):
+    before = metrics(server)
+    for name in ("pagoda:num_requests_running", "pagoda:num_requests_waiting", "pagoda:kv_cache_usage_perc",
+                 "pagoda:prompt_tokens_total", "pagoda:generation_tokens_total", "pagoda:num_preemptions_total",
+                 "pagoda:prefix_cache_queries_total", "pagoda:prefix_cache_hits_total",
+                 "pagoda:time_to_first_token_seconds_count", "pagoda:inter_token_latency_seconds_count",
+                 "pagoda:e2e_request_latency_seconds_count"):
+        assert name in before, f"{name} missing from /metrics"
+    r = server.post("/v1/completions", json={"prompt": [1, 50, 51, 52, 53], "max_tokens": 6, "temperature": 0})
+    assert r.status_code == 200
+    after = metrics(server)
+    assert after["pagoda:generation_tokens_total"] - before["pagoda:generation_tokens_total"] == 6
+    assert after["pagoda:prompt_tokens_total"] - before["pagoda:prompt_tokens_total"] == 5
+    assert after["pagoda:time_to_first_token_seconds_count"] == before["pagoda:time_to_first_token_seconds_count"] + 1
+    assert after["pagoda:inter_token_latency_seconds_count"] == before["pagoda:inter_token_latency_seconds_count"] + 5
+    assert after["pagoda:e2e_request_latency_seconds_count"] == before["pagoda:e2e_request_latency_seconds_count"] + 1
+    assert after["pagoda:request_success_total[length]"] == before["pagoda:request_success_total[length]"] + 1
+
+
+def test_200_streaming_clients_with_a_third_hanging_up(server):
+    results = []
+    lock = threading.Lock()
+
+    def client(i: int):
+        body = {"prompt": f"client {i} says", "max_tokens": 40, "temperature": 0.8, "seed": i, "stream": True}
+        hang_up = i % 3 == 0
+        events = []
+        try:
+            with httpx.stream("POST", server.base + "/v1/completions", json=body, timeout=300) as r:
+                status = r.status_code
+                for line in r.iter_lines():
+                    if line:
+                        events.append(line)
+                    if hang_up and len(events) >= 3:
+                        break  # closes the connection mid-stream
+        except httpx.HTTPError as e:
+            status = f"error {e!r}"
+        with lock:
+            results.append((i, hang_up, status, events))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert len(results) == 200
+    completed = 0
+    for i, hang_up, status, events in results:
+        assert status == 200, (i, status)
+        if hang_up:
+            continue
+        completed += 1
+        assert events[-1] == "data: [DONE]", (i, events[-3:])
+        payloads = [json.loads(e[len("data: "):]) for e in events[:-1]]
+        assert all(e.startswith("data: ") for e in events)
+        assert payloads[-1]["choices"][0]["finish_reason"] in ("length", "stop")
+    assert completed == 133
+    assert server.get("/health").status_code == 200
+    # Every hung-up request was aborted and every finished one released: no block held.
+    deadline = time.time() + 30
+    while True:
+        m = metrics(server)
+        if m["pagoda:kv_cache_usage_perc"] == 0 and m["pagoda:num_requests_running"] == 0:
+            break
+        assert time.time() < deadline, f"KV blocks still held: {m['pagoda:kv_cache_usage_perc']}"
+        time.sleep(0.2)
+    assert m["pagoda:request_success_total[abort]"] >= 1
+
+
+def test_full_queue_answers_429_with_retry_after(pagoda_bin, tiny_model):
+    s = Server(pagoda_bin, tiny_model, "--max-num-seqs", "1", "--max-queued-requests", "2")
+    try:
+        statuses = []
+        lock = threading.Lock()
+
+        def go():
+            r = s.post("/v1/completions", json={"prompt": "x", "max_tokens": 200, "temperature": 0, "ignore_eos": True})
+            with lock:
+                statuses.append((r.status_code, r.headers.get("retry-after"), r.json()))
+
+        threads = [threading.Thread(target=go) for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rejected = [x for x in statuses if x[0] == 429]
+        assert rejected, [x[0] for x in statuses]
+        assert all(r[1] is not None and r[2]["error"]["message"] for r in rejected)
+        assert any(x[0] == 200 for x in statuses)
+    finally:
+        assert s.terminate() == 0
+
+
+def test_sigterm_lets_running_streams_finish(pagoda_bin, tiny_model):
+    s = Server(pagoda_bin, tiny_model)
+    events = []
+    done = threading.Event()
+
+    def stream():
+        body = {"prompt": "long", "max_tokens": 300, "temperature": 0, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", s.base + "/v1/completions", json=body, timeout=120) as r:
+            for line in r.iter_lines():
+                if line:
+                    events.append(line)
+                    if len(events) == 5:
+                        done.set()
+        done.set()
+
+    t = threading.Thread(target=stream)
+    t.start()
+    assert done.wait(60)
+    s.proc.send_signal(signal.SIGTERM)
+    t.join(120)
+    rc = s.proc.wait(60)
+    s.kill()
+    assert rc == 0
+    assert events[-1] == "data: [DONE]"
+    assert json.loads(events[-2][6:])["choices"][0]["finish_reason"] == "length"
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+def test_playground_streams_a_reply_in_headless_chromium(pagoda_bin, tiny_model, tmp_path):
+    browser = chromium()
+    if browser is None:
+        pytest.skip("no chromium on this machine (scripts/setup installs Debian's chromium)")
+    model = GEMMA if GEMMA.exists() else tiny_model
+    s = Server(pagoda_bin, model)
+    try:
+        assert "Pagoda" in s.get("/").text
+        shot = pathlib.Path(os.environ.get("PAGODA_ARTIFACTS", tmp_path)) / "playground.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        url = s.base + "/?q=" + httpx.QueryParams({"": "Write one sentence about the sea."}).get("")
+        base = [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--virtual-time-budget=30000", "--window-size=1100,800", f"--user-data-dir={tmp_path / 'profile'}"]
+        dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, timeout=180)
+        html = dom.stdout.decode(errors="replace")
+        assert 'class="msg assistant"' in html, dom.stderr.decode(errors="replace")[-2000:]
+        reply = html.split('class="msg assistant"')[1].split('class="text">')[1].split("</div>")[0]
+        assert reply.strip() and "[error" not in reply, reply
+        assert "tokens/s:" in html and "tokens/s: –" not in html
+        subprocess.run(base + [f"--screenshot={shot}", url], capture_output=True, timeout=180)
+        assert shot.exists() and shot.stat().st_size > 1000
+    finally:
+        assert s.terminate() == 0
