@@ -50,11 +50,13 @@ Summary summarize(std::vector<double> v) {
 }
 
 CLI::App* g_throughput = nullptr;
+CLI::App* g_serve = nullptr;
 
 int run_bench() {
   if (g_throughput->parsed()) return run_bench_throughput();
+  if (g_serve->parsed()) return run_bench_serve();
   if (g_args.model.empty()) {
-    fmt::print(stderr, "error: bench needs -m MODEL (or the throughput subcommand)\n");
+    fmt::print(stderr, "error: bench needs -m MODEL (or the throughput or serve subcommand)\n");
     return 1;
   }
   if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
@@ -149,6 +151,7 @@ Subcommand add_bench_command(CLI::App& app) {
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   sub->add_option("-m,--model", g_args.model, "GGUF model file");
   g_throughput = add_bench_throughput_command(*sub);
+  g_serve = add_bench_serve_command(*sub);
   sub->require_subcommand(0, 1);
   sub->add_option("-p,--n-prompt", g_args.n_prompt, "Prompt tokens for the pp test (0: skip)");
   sub->add_option("-n,--n-gen", g_args.n_gen, "Generated tokens for the tg test (0: skip)");

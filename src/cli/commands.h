@@ -23,5 +23,8 @@ Subcommand add_serve_command(CLI::App& app);
 // `pagoda bench throughput`, nested under bench.
 CLI::App* add_bench_throughput_command(CLI::App& bench);
 int run_bench_throughput();
+// `pagoda bench serve`, nested under bench.
+CLI::App* add_bench_serve_command(CLI::App& bench);
+int run_bench_serve();
 
 }  // namespace pagoda

@@ -162,26 +162,95 @@ def chromium() -> str | None:
     return None
 
 
+class DevTools:
+    """Just enough of the Chrome DevTools protocol: evaluate JavaScript, take a screenshot."""
+
+    def __init__(self, ws_url: str):
+        import websocket
+        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
+        self.next_id = 0
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                if "error" in msg:
+                    raise RuntimeError(msg["error"])
+                return msg["result"]
+
+    def js(self, expr: str):
+        return self.call("Runtime.evaluate", expression=expr, returnByValue=True)["result"].get("value")
+
+
 def test_playground_streams_a_reply_in_headless_chromium(pagoda_bin, tiny_model, tmp_path):
     browser = chromium()
     if browser is None:
         pytest.skip("no chromium on this machine (scripts/setup installs Debian's chromium)")
     model = GEMMA if GEMMA.exists() else tiny_model
     s = Server(pagoda_bin, model)
+    profile = tmp_path / "profile"
+    proc = subprocess.Popen([browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                             "--remote-debugging-port=0", "--window-size=1100,800", f"--user-data-dir={profile}",
+                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert "Pagoda" in s.get("/").text
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.time() + 60
+        while not port_file.exists() or not port_file.read_text().strip():
+            assert time.time() < deadline, "chromium did not open its DevTools port"
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        pages = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=30).json()
+        page = next(p for p in pages if p.get("type") == "page")
+        dt = DevTools(page["webSocketDebuggerUrl"])
+        dt.call("Page.enable")
+        dt.call("Page.navigate", url=s.base + "/")
+        deadline = time.time() + 30
+        while dt.js("document.readyState") != "complete" or not dt.js("!!document.getElementById('input')"):
+            assert time.time() < deadline, "the playground did not load"
+            time.sleep(0.1)
+        dt.js("document.getElementById('input').value = 'Write one sentence about the sea.';"
+              "document.getElementById('form').requestSubmit();")
+        # The reply streams in: wait until the request finished (the Send button is enabled again).
+        deadline = time.time() + 240
+        while True:
+            state = dt.js("({n: document.querySelectorAll('.msg.assistant').length,"
+                          " text: (document.querySelector('.msg.assistant .text') || {}).textContent || '',"
+                          " busy: document.getElementById('send').disabled,"
+                          " stats: document.getElementById('stats').textContent})")
+            if state["n"] == 1 and state["text"] and not state["busy"]:
+                break
+            assert time.time() < deadline, f"no streamed reply: {state}"
+            time.sleep(0.2)
+        assert "[error" not in state["text"], state
+        assert "tokens/s:" in state["stats"] and "tokens/s: –" not in state["stats"], state
         shot = pathlib.Path(os.environ.get("PAGODA_ARTIFACTS", tmp_path)) / "playground.png"
         shot.parent.mkdir(parents=True, exist_ok=True)
-        url = s.base + "/?q=" + httpx.QueryParams({"": "Write one sentence about the sea."}).get("")
-        base = [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--virtual-time-budget=30000", "--window-size=1100,800", f"--user-data-dir={tmp_path / 'profile'}"]
-        dom = subprocess.run(base + ["--dump-dom", url], capture_output=True, timeout=180)
-        html = dom.stdout.decode(errors="replace")
-        assert 'class="msg assistant"' in html, dom.stderr.decode(errors="replace")[-2000:]
-        reply = html.split('class="msg assistant"')[1].split('class="text">')[1].split("</div>")[0]
-        assert reply.strip() and "[error" not in reply, reply
-        assert "tokens/s:" in html and "tokens/s: –" not in html
-        subprocess.run(base + [f"--screenshot={shot}", url], capture_output=True, timeout=180)
-        assert shot.exists() and shot.stat().st_size > 1000
+        import base64
+        shot.write_bytes(base64.b64decode(dt.call("Page.captureScreenshot", format="png")["data"]))
+        assert shot.stat().st_size > 1000
     finally:
+        proc.kill()
+        proc.wait()
         assert s.terminate() == 0
+
+
+def test_bench_serve_measures_a_running_server(pagoda_bin, server):
+    r = subprocess.run([str(pagoda_bin("pagoda")), "bench", "serve", "--base-url", server.base, "--vocab", "512",
+                        "--num-prompts", "12", "--input-len", "24", "--output-len", "10", "--max-concurrency", "4",
+                        "--json"], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    j = json.loads(r.stdout)
+    assert j["successful"] == 12 and j["failed"] == 0
+    assert j["output_tokens"] == 120 and j["input_tokens"] == 12 * 24
+    for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        assert set(j[k]) == {"mean", "p50", "p90", "p99"}
+    assert 0 < j["ttft_ms"]["p50"] <= j["e2e_ms"]["p50"]
+
+
+def test_bench_serve_reports_an_unreachable_server(pagoda_bin):
+    r = subprocess.run([str(pagoda_bin("pagoda")), "bench", "serve", "--base-url", "http://127.0.0.1:9", "--num-prompts",
+                        "2"], capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"error" in r.stderr
