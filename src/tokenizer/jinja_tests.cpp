@@ -29,7 +29,11 @@ bool t_float(Interpreter&, const Value& v, CallArgs& a) { no_args("float", a); r
 bool t_number(Interpreter&, const Value& v, CallArgs& a) { no_args("number", a); return v.is_number(); }
 bool t_string(Interpreter&, const Value& v, CallArgs& a) { no_args("string", a); return v.is_string(); }
 bool t_mapping(Interpreter&, const Value& v, CallArgs& a) { no_args("mapping", a); return v.is_dict(); }
-bool t_callable(Interpreter&, const Value& v, CallArgs& a) { no_args("callable", a); return v.is_callable(); }
+// jinja2's Undefined defines __call__ (to fail), so Python's callable() accepts it.
+bool t_callable(Interpreter&, const Value& v, CallArgs& a) {
+  no_args("callable", a);
+  return v.is_callable() || v.is_undefined();
+}
 bool t_escaped(Interpreter&, const Value&, CallArgs& a) { no_args("escaped", a); return false; }
 
 // Python can iterate str, list, tuple, dict and jinja2's Undefined.

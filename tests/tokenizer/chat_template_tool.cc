@@ -19,38 +19,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "jinja_json_context.h"
 #include "tokenizer/chat_template.h"
 
 namespace {
-
-using pagoda::jinja::Dict;
-using pagoda::jinja::Value;
-
-Value from_json(const nlohmann::ordered_json& j) {
-  switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: {
-      uint64_t u = j.get<uint64_t>();
-      if (u <= static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<int64_t>(u));
-      return Value(static_cast<double>(u));
-    }
-    case nlohmann::json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::json::value_t::string: return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
-      std::vector<Value> items;
-      for (const auto& item : j) items.push_back(from_json(item));
-      return Value::list(std::move(items));
-    }
-    case nlohmann::json::value_t::object: {
-      Dict d;
-      for (const auto& [key, item] : j.items()) d.set(Value(key), from_json(item));
-      return Value::dict(std::move(d));
-    }
-    default: return Value::none();
-  }
-}
 
 bool read_file(const char* path, std::string& out) {
   std::ifstream in(path, std::ios::binary);
@@ -100,7 +72,7 @@ int main(int argc, char** argv) {
     return usage(std::string(paths[1]) + " does not hold a JSON object");
 
   pagoda::Result<std::string> out =
-      pagoda::render_template(source, from_json(context_json), options);
+      pagoda::render_template(source, pagoda::test::jinja_from_json(context_json), options);
   if (!out) {
     fmt::print(stderr, "error: {}\n", out.status().message());
     return 1;
