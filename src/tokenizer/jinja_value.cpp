@@ -123,9 +123,19 @@ static bool hashable(const Value& key) {
   }
 }
 
-const Value* Dict::find(std::string_view key) const {
+size_t Dict::index_of(std::string_view key) const {
+  if (string_index_.empty()) {
+    for (size_t i = 0; i < entries_.size(); ++i)
+      if (entries_[i].first.is_string() && entries_[i].first.str() == key) return i;
+    return kNotFound;
+  }
   auto it = string_index_.find(std::string(key));
-  return it == string_index_.end() ? nullptr : &entries_[it->second].second;
+  return it == string_index_.end() ? kNotFound : it->second;
+}
+
+const Value* Dict::find(std::string_view key) const {
+  size_t i = index_of(key);
+  return i == kNotFound ? nullptr : &entries_[i].second;
 }
 
 const Value* Dict::find(const Value& key) const {
@@ -141,12 +151,17 @@ void Dict::set(Value key, Value value) {
   depth_ = std::max({depth_, key.depth() + 1, value.depth() + 1});
   if (depth_ > kMaxDepth) fail("values nest too deeply");
   if (key.is_string()) {
-    auto [it, inserted] = string_index_.emplace(key.str(), entries_.size());
-    if (!inserted) {
-      entries_[it->second].second = std::move(value);
+    if (size_t i = index_of(key.str()); i != kNotFound) {
+      entries_[i].second = std::move(value);
       return;
     }
+    if (!string_index_.empty()) string_index_.emplace(key.str(), entries_.size());
     entries_.emplace_back(std::move(key), std::move(value));
+    // Small dicts (messages, loop variables) are searched; big ones get an index.
+    if (string_index_.empty() && entries_.size() > kIndexAbove) {
+      for (size_t i = 0; i < entries_.size(); ++i)
+        if (entries_[i].first.is_string()) string_index_.emplace(entries_[i].first.str(), i);
+    }
     return;
   }
   for (auto& [k, v] : entries_) {
@@ -298,36 +313,39 @@ std::string float_repr(double d) {
   return out + exp_buf;
 }
 
-static void append_repr(std::string& out, const Value& v);
+// `depth` counts the containers being printed: values nest at most kMaxDepth deep,
+// except through a namespace that refers to itself, which this stops.
+static void append_repr(std::string& out, const Value& v, uint32_t depth);
 
-static void append_sequence(std::string& out, const Value& v) {
+static void append_sequence(std::string& out, const Value& v, uint32_t depth) {
   const bool tuple = v.is_tuple();
   out += tuple ? '(' : '[';
   const auto& items = v.items();
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
-    append_repr(out, items[i]);
+    append_repr(out, items[i], depth + 1);
   }
   if (tuple && items.size() == 1) out += ',';
   out += tuple ? ')' : ']';
 }
 
-static void append_dict(std::string& out, const Dict& d) {
+static void append_dict(std::string& out, const Dict& d, uint32_t depth) {
   out += '{';
   bool first = true;
   for (const auto& [k, v] : d.entries()) {
     if (!first) out += ", ";
     first = false;
-    append_repr(out, k);
+    append_repr(out, k, depth + 1);
     out += ": ";
-    append_repr(out, v);
+    append_repr(out, v, depth + 1);
   }
   out += '}';
 }
 
-static void append_str(std::string& out, const Value& v) {
+static void append_str(std::string& out, const Value& v, uint32_t depth) {
   WorkBudget::charge();
   if (out.size() > kMaxStringBytes) fail("string result too large");
+  if (depth > kMaxDepth) fail("values nest too deeply to print");
   switch (v.kind()) {
     case Value::Kind::kUndefined: return;
     case Value::Kind::kNone: out += "None"; return;
@@ -336,38 +354,38 @@ static void append_str(std::string& out, const Value& v) {
     case Value::Kind::kFloat: out += float_repr(v.as_double()); return;
     case Value::Kind::kString: out += v.str(); return;
     case Value::Kind::kList:
-    case Value::Kind::kTuple: append_sequence(out, v); return;
-    case Value::Kind::kDict: append_dict(out, v.dict()); return;
+    case Value::Kind::kTuple: append_sequence(out, v, depth); return;
+    case Value::Kind::kDict: append_dict(out, v.dict(), depth); return;
     case Value::Kind::kNamespace:
       out += "<Namespace ";
-      append_dict(out, v.namespace_dict());
+      append_dict(out, v.namespace_dict(), depth);
       out += '>';
       return;
     case Value::Kind::kCallable: out += v.callable().self_repr; return;
   }
 }
 
-static void append_repr(std::string& out, const Value& v) {
+static void append_repr(std::string& out, const Value& v, uint32_t depth) {
   if (v.is_string()) {
     WorkBudget::charge(1 + static_cast<int64_t>(v.str().size() / 64));
     out += repr_string(v.str());
   } else if (v.is_undefined()) {
     out += "Undefined";
   } else {
-    append_str(out, v);
+    append_str(out, v, depth);
   }
 }
 
 std::string to_str(const Value& v) {
   if (v.is_string()) return v.str();
   std::string out;
-  append_str(out, v);
+  append_str(out, v, 0);
   return out;
 }
 
 std::string to_repr(const Value& v) {
   std::string out;
-  append_repr(out, v);
+  append_repr(out, v, 0);
   return out;
 }
 

@@ -10,6 +10,7 @@
 // public boundary (chat_template.h); nothing here lets an exception escape the engine.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,9 +129,10 @@ class Value {
 };
 
 // A Python dict: keys in insertion order, a key set again keeps its place (and its
-// original key object, so {1: 'a', true: 'b'} is {1: 'b'} as in Python). String keys
-// are indexed; other keys (ints, None, tuples) are searched, which is fine for the
-// few such keys a template ever builds.
+// original key object, so {1: 'a', true: 'b'} is {1: 'b'} as in Python). Lookups
+// search the entries, which is fastest for the few keys a message or loop variable
+// has; past kIndexAbove string keys a hash index takes over. Keys other than strings
+// (ints, None, tuples) are always searched: templates build few of them.
 class Dict {
  public:
   const Value* find(const Value& key) const;
@@ -145,8 +147,12 @@ class Dict {
   void clear();
 
  private:
+  static constexpr size_t kIndexAbove = 16;
+  static constexpr size_t kNotFound = SIZE_MAX;
+  size_t index_of(std::string_view key) const;  // of a string key, or kNotFound
+
   std::vector<std::pair<Value, Value>> entries_;
-  std::unordered_map<std::string, size_t> string_index_;
+  std::unordered_map<std::string, size_t> string_index_;  // empty until kIndexAbove keys
   uint32_t depth_ = 1;
 };
 

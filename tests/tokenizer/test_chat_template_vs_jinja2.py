@@ -269,6 +269,17 @@ def test_llama3_1_builtin_tools(tool, tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(TOKENS))
+def test_long_conversation_matches_jinja2(tool, tmp_path, name):
+    source = (TEMPLATE_DIR / f"{name}.jinja").read_text(encoding="utf-8")
+    messages = [SYSTEM]
+    for i in range(200):
+        messages.append(U(f"Question {i}: {SPECIAL}"))
+        messages.append(A(f"<think>\nstep {i}\n</think>\n\nAnswer {i} é"))
+    messages.append(U("Last one"))
+    check_same(tool, tmp_path, source, context_for(name, messages, True))
+
+
+@pytest.mark.parametrize("name", sorted(TOKENS))
 def test_structured_content_matches_jinja2(tool, tmp_path, name):
     """Multimodal-style content (a list of parts) where templates expect a string or a list."""
     source = (TEMPLATE_DIR / f"{name}.jinja").read_text(encoding="utf-8")
@@ -286,6 +297,7 @@ SNIPPET_CONTEXT = {
     "msgs": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
              {"role": "user", "content": "bye", "extra": 1}],
     "unicode": "héllo wörld ß Ωμέγα Привет",
+    "wide": {f"k{i}": i for i in range(25)},
 }
 
 SNIPPETS = [
@@ -295,6 +307,15 @@ SNIPPETS = [
     "  {%+ if t %}keep{% endif +%}\n  x\n",
     "{% raw %}{{ not rendered }}{% endraw %}\n  {%- raw -%}  a  {%- endraw %}\n",
     "line1\r\nline2\rline3\n\n",
+    "  {# c #}\n  x\n  {%- if t %}\n\ty\n\t{% endif -%}\n  z\n",
+    "{% for m in msgs %}\n  {{ m.role }}:\n    {% if m.extra %}\n      extra\n    {% endif %}\n{% endfor %}\n",
+    "a\n  {% raw %}\n  r\n  {% endraw %}\nb\n  {%- raw %} s {% endraw -%}  \nc",
+    "\t{% if t %}tab{% endif %}\n \u3000{% if t %}ideographic{% endif %}\n\u00a0{% if t %}nbsp{% endif %}\n",
+    "{{- ' x ' -}}\n\n{%- set a = 1 -%}\n\n{{ a }}{#- c -#}  \n  {{ a }}",
+    "{%- if t -%}  {{- 'a' -}}  {%- endif -%}|{% if t %}{% endif %}\n\n{% if t %}{% endif %}\n",
+    "{% if t %}\r\nx\r\n{% endif %}\r\ny {#\r\n#}\r\nz",
+    "{{ 'a' }}\n{{ 'b' }}\n  {{ 'c' }}  \n{% set x = 1 %}  \n  {{ x }}",
+    "{% macro m() %}\n  in macro\n{% endmacro %}\n[{{ m() }}]\n{% call m() %}\n{% endcall %}",
     "{{ '{{' }} {{ \"}}\" }} {{ '{%' ~ '%}' }}",
     # literals and operators
     "{{ 1 + 2 * 3 - 4 / 2 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 2 ** 10 }} {{ 2 ** -1 }}",
@@ -396,6 +417,7 @@ SNIPPETS = [
     "{{ 'abcabc'.find('c') }} {{ 'abcabc'.rfind('c') }} {{ 'héllo'.find('l') }} {{ 'abcabc'.count('bc') }} {{ 'a-b'.replace('-', '+') }} {{ ', '.join(words) }} {{ '12'.isdigit() }} {{ 'ab'.isalpha() }} {{ ' '.isspace() }}",
     "{{ '{} and {}'.format(1, 'b') }} {{ '{0}{1}{0}'.format('x', 'y') }} {{ '{name}!'.format(name=name) }} {{ '{:>5}|{:<5}|{:^5}'.format('a', 'b', 'c') }} {{ '{:05d} {:.2f} {!r}'.format(42, 1.5, 'q') }}",
     "{{ 'x'.zfill(3) }} {{ 'x'.center(5, '*') }} {{ 'x'.ljust(3) }}|{{ 'pre_x'.removeprefix('pre_') }} {{ 'a=b=c'.partition('=') }}",
+    "{{ wide.k20 }} {{ wide['k3'] }} {{ wide.k99 }}|{{ wide|length }} {{ wide|tojson }} {% set w = dict(wide, k5='x', new=1) %}{{ w.k5 }} {{ w|list|last }} {{ w|length }} {{ 'k7' in wide }}",
     "{{ d.get('b') }} {{ d.get('nope') }} {{ d.get('nope', 'dflt') }} {{ d.keys()|list }} {{ d.values()|list|length }} {{ items.index(2) }} {{ items.count(3) }}",
     "{{ items.append(4) }}",
     "{{ d.update({}) }}",
