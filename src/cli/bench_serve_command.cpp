@@ -21,6 +21,7 @@
 
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/latency_stats.h"
 #include "gguf/gguf_file.h"
 
 namespace pagoda {
@@ -52,29 +53,6 @@ struct Outcome {
   int32_t prompt_tokens = 0;
   std::vector<double> itl;
 };
-
-struct Stats {
-  double mean = 0, p50 = 0, p90 = 0, p99 = 0;
-};
-
-Stats stats_of(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / v.size();
-  auto pct = [&](double p) {
-    const double idx = p / 100.0 * (v.size() - 1);
-    const size_t lo = static_cast<size_t>(idx);
-    const size_t hi = std::min(v.size() - 1, lo + 1);
-    return v[lo] + (v[hi] - v[lo]) * (idx - lo);
-  };
-  s.p50 = pct(50);
-  s.p90 = pct(90);
-  s.p99 = pct(99);
-  return s;
-}
 
 Outcome run_one(const std::string& model, const std::vector<int32_t>& prompt, int32_t max_tokens) {
   Outcome out;
@@ -221,8 +199,9 @@ int run_bench_serve_impl() {
     out_tokens += o.tokens;
     in_tokens += static_cast<int64_t>(items[i].prompt.size());
   }
-  auto js = [](const Stats& s) { return json{{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}}; };
-  const Stats sttft = stats_of(ttft), stpot = stats_of(tpot), sitl = stats_of(itl), se2e = stats_of(e2e);
+  auto js = [](const LatencyStats& s) { return json{{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}}; };
+  const LatencyStats sttft = latency_stats(ttft), stpot = latency_stats(tpot), sitl = latency_stats(itl),
+                     se2e = latency_stats(e2e);
   json j = {{"base_url", g_args.base_url}, {"model", model}, {"num_prompts", g_args.num_prompts},
             {"successful", ok}, {"failed", g_args.num_prompts - ok}, {"first_error", first_error},
             {"request_rate", g_args.request_rate}, {"max_concurrency", conc}, {"seconds", secs},
@@ -238,7 +217,7 @@ int run_bench_serve_impl() {
                conc);
     fmt::print("  time {:.2f} s | {:.2f} req/s | output {:.1f} tok/s | total {:.1f} tok/s\n", secs, ok / secs,
                out_tokens / secs, (out_tokens + in_tokens) / secs);
-    auto row = [](const char* name, const Stats& s) {
+    auto row = [](const char* name, const LatencyStats& s) {
       fmt::print("  {:<5} ms  mean {:8.2f}  p50 {:8.2f}  p90 {:8.2f}  p99 {:8.2f}\n", name, s.mean, s.p50, s.p90, s.p99);
     };
     row("TTFT", sttft);

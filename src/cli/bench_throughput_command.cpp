@@ -18,6 +18,7 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/latency_stats.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
 
@@ -42,19 +43,7 @@ struct ThroughputArgs {
   EngineArgs engine;
 } g_args;
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double idx = p / 100.0 * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(idx));
-  const size_t hi = std::min(v.size() - 1, lo + 1);
-  return v[lo] + (v[hi] - v[lo]) * (idx - static_cast<double>(lo));
-}
-
-int fail(const Status& st) {
-  fmt::print(stderr, "error: {}\n", st.message());
-  return 1;
-}
+constexpr auto fail = report_error;
 
 }  // namespace
 
@@ -85,13 +74,11 @@ CLI::App* add_bench_throughput_command(CLI::App& bench) {
 }
 
 int run_bench_throughput() {
-  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
-  ThreadPool& pool = ThreadPool::global();
-  auto loaded = load_model(g_args.model, pool);
+  auto loaded = load_model_with_tokenizer(g_args.model, g_args.threads, /*require_tokenizer=*/false);
   if (!loaded) return fail(loaded.status());
+  ThreadPool& pool = ThreadPool::global();
   Model& model = *loaded->model;
   const ModelConfig& mc = model.config();
-  auto tok = Tokenizer::from_gguf(*loaded->file);
   const int32_t ctx = g_args.ctx > 0 ? g_args.ctx : mc.n_ctx_train;
   auto ec = engine_config(g_args.engine, ctx);
   if (!ec) return fail(ec.status());
@@ -184,6 +171,10 @@ int run_bench_throughput() {
   }
   const double secs = clock.seconds();
   const EngineStats st = engine.stats();
+  auto ms = [](const std::vector<double>& v) {
+    const LatencyStats s = latency_stats(v);
+    return nlohmann::json{{"mean", s.mean * 1e3}, {"p50", s.p50 * 1e3}, {"p90", s.p90 * 1e3}, {"p99", s.p99 * 1e3}};
+  };
   const double hit_rate =
       st.prefix_query_tokens > 0 ? static_cast<double>(st.prefix_hit_tokens) / st.prefix_query_tokens : 0.0;
   nlohmann::json j = {
@@ -203,12 +194,9 @@ int run_bench_throughput() {
       {"total_tokens_per_second", (out_tokens + in_tokens) / secs},
       {"input_tokens", in_tokens},
       {"output_tokens", out_tokens},
-      {"ttft_ms", {{"mean", 0}, {"p50", percentile(ttft, 50) * 1e3}, {"p90", percentile(ttft, 90) * 1e3},
-                   {"p99", percentile(ttft, 99) * 1e3}}},
-      {"tpot_ms", {{"p50", percentile(tpot, 50) * 1e3}, {"p90", percentile(tpot, 90) * 1e3},
-                   {"p99", percentile(tpot, 99) * 1e3}}},
-      {"e2e_ms", {{"p50", percentile(e2e, 50) * 1e3}, {"p90", percentile(e2e, 90) * 1e3},
-                  {"p99", percentile(e2e, 99) * 1e3}}},
+      {"ttft_ms", ms(ttft)},
+      {"tpot_ms", ms(tpot)},
+      {"e2e_ms", ms(e2e)},
       {"kv_usage_mean", samples ? usage_sum / samples : 0.0},
       {"kv_usage_peak", usage_peak},
       {"kv_waste_mean", samples ? waste_sum / samples : 0.0},
@@ -217,9 +205,6 @@ int run_bench_throughput() {
       {"preemptions", st.preemptions},
       {"steps", st.steps},
   };
-  double ttft_mean = 0;
-  for (double v : ttft) ttft_mean += v;
-  j["ttft_ms"]["mean"] = ttft.empty() ? 0.0 : ttft_mean / ttft.size() * 1e3;
   if (g_args.json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -230,8 +215,8 @@ int run_bench_throughput() {
   fmt::print("  time {:.2f} s | {:.2f} requests/s | output {:.1f} tok/s | total {:.1f} tok/s\n", secs,
              g_args.num_prompts / secs, out_tokens / secs, (out_tokens + in_tokens) / secs);
   fmt::print("  TTFT ms  p50 {:.1f}  p90 {:.1f}  p99 {:.1f} | TPOT ms  p50 {:.2f}  p90 {:.2f}  p99 {:.2f}\n",
-             percentile(ttft, 50) * 1e3, percentile(ttft, 90) * 1e3, percentile(ttft, 99) * 1e3,
-             percentile(tpot, 50) * 1e3, percentile(tpot, 90) * 1e3, percentile(tpot, 99) * 1e3);
+             j["ttft_ms"]["p50"].get<double>(), j["ttft_ms"]["p90"].get<double>(), j["ttft_ms"]["p99"].get<double>(),
+             j["tpot_ms"]["p50"].get<double>(), j["tpot_ms"]["p90"].get<double>(), j["tpot_ms"]["p99"].get<double>());
   fmt::print("  KV usage mean {:.1f}% peak {:.1f}% | waste mean {:.2f}% steady {:.2f}% | prefix hits {:.1f}% | "
              "preemptions {}\n",
              100 * j["kv_usage_mean"].get<double>(), 100 * usage_peak, 100 * j["kv_waste_mean"].get<double>(),

@@ -9,9 +9,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "base/thread_pool.h"
 #include "cli/commands.h"
@@ -22,6 +20,8 @@
 
 namespace pagoda {
 namespace {
+
+constexpr auto fail = report_error;
 
 struct ChatArgs {
   std::string model;
@@ -38,30 +38,14 @@ struct ChatArgs {
 std::atomic<int> g_interrupts{0};
 extern "C" void on_sigint(int) { g_interrupts.fetch_add(1); }
 
-int fail(const Status& st) {
-  fmt::print(stderr, "error: {}\n", st.message());
-  return 1;
-}
-
 int run_chat() {
-  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
-  ThreadPool& pool = ThreadPool::global();
-  auto loaded = load_model(g_args.model, pool);
+  auto loaded = load_model_with_tokenizer(g_args.model, g_args.threads, /*require_tokenizer=*/true);
   if (!loaded) return fail(loaded.status());
   Model& model = *loaded->model;
-  auto tok = Tokenizer::from_gguf(*loaded->file);
-  if (!tok) return fail(error("the model's tokenizer cannot be used: {}", tok.status().message()));
-  std::unique_ptr<Tokenizer> tokenizer = std::move(tok.value());
-  std::string tpl;
-  if (!g_args.chat_template_file.empty()) {
-    std::ifstream in(g_args.chat_template_file, std::ios::binary);
-    if (!in) return fail(error("cannot read --chat-template {}", g_args.chat_template_file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    tpl = ss.str();
-  } else if (auto t = loaded->file->get_string("tokenizer.chat_template")) {
-    tpl = *t;
-  }
+  std::unique_ptr<Tokenizer>& tokenizer = loaded->tokenizer;
+  auto tpl_r = chat_template_source(*loaded->file, g_args.chat_template_file);
+  if (!tpl_r) return fail(tpl_r.status());
+  const std::string& tpl = *tpl_r;
   auto prompter = ChatPrompter::create(tpl, model.config().arch_name, *tokenizer);
   if (!prompter) return fail(prompter.status());
   const int32_t ctx = g_args.ctx > 0 ? std::min(g_args.ctx, model.config().n_ctx_train) : model.config().n_ctx_train;

@@ -1,5 +1,7 @@
-// Opening a GGUF file and loading the model in it, for the subcommands that run one.
-// The file is kept alongside the model because the weights point into its mapping.
+// What the subcommands that run a model share: setting the thread count, opening the GGUF
+// file and loading the model and its tokenizer (the file is kept alongside, because the
+// weights point into its mapping), finding the chat template to use, and reporting an
+// error as the one line every subcommand prints.
 #pragma once
 
 #include <memory>
@@ -9,23 +11,26 @@
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pagoda {
 
 struct LoadedModel {
   std::unique_ptr<GgufFile> file;
   std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the file's is unusable and not required
 };
 
-inline Result<LoadedModel> load_model(const std::string& path, ThreadPool& pool) {
-  auto file = GgufFile::open(path);
-  if (!file) return file.status();
-  LoadedModel out;
-  out.file = std::make_unique<GgufFile>(std::move(file.value()));
-  auto model = Model::load(*out.file, pool);
-  if (!model) return model.status();
-  out.model = std::move(model.value());
-  return out;
-}
+// threads > 0 sizes the global pool first. With require_tokenizer, a model whose
+// tokenizer cannot be built is an error; otherwise it loads with a warning and no tokenizer.
+Result<LoadedModel> load_model(const std::string& path, ThreadPool& pool);
+Result<LoadedModel> load_model_with_tokenizer(const std::string& path, int32_t threads, bool require_tokenizer);
+
+// The chat template's source: the file named (when given), else the model's
+// tokenizer.chat_template, else empty (the server's built-in one for the family).
+Result<std::string> chat_template_source(const GgufFile& file, const std::string& template_file);
+
+// Prints "error: <message>" on stderr (after flushing stdout) and returns 1.
+int report_error(const Status& st);
 
 }  // namespace pagoda

@@ -19,6 +19,8 @@
 namespace pagoda {
 namespace {
 
+constexpr auto fail = report_error;
+
 struct RunArgs {
   std::string model;
   std::string prompt;
@@ -57,22 +59,12 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
-int fail(const Status& st) {
-  std::fflush(stdout);
-  fmt::print(stderr, "error: {}\n", st.message());
-  return 1;
-}
-
 int run_run() {
-  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
-  ThreadPool& pool = ThreadPool::global();
-  auto loaded = load_model(g_args.model, pool);
+  auto loaded = load_model_with_tokenizer(g_args.model, g_args.threads, /*require_tokenizer=*/false);
   if (!loaded) return fail(loaded.status());
+  ThreadPool& pool = ThreadPool::global();
   Model& model = *loaded->model;
-  auto tok = Tokenizer::from_gguf(*loaded->file);
-  std::unique_ptr<Tokenizer> tokenizer;
-  if (tok) tokenizer = std::move(tok.value());
-  else log_warn("no usable tokenizer ({}); output is printed as token ids", tok.status().message());
+  std::unique_ptr<Tokenizer>& tokenizer = loaded->tokenizer;
 
   std::vector<int32_t> prompt;
   const bool use_ids = g_prompt_ids_opt->count() > 0;

@@ -8,8 +8,6 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "base/log.h"
@@ -24,6 +22,8 @@
 
 namespace pagoda {
 namespace {
+
+constexpr auto fail = report_error;
 
 struct ServeArgs {
   std::string model;
@@ -43,33 +43,16 @@ struct ServeArgs {
 std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop.store(true); }
 
-int fail(const Status& st) {
-  fmt::print(stderr, "error: {}\n", st.message());
-  return 1;
-}
-
 int run_serve() {
-  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
-  ThreadPool& pool = ThreadPool::global();
-  auto loaded = load_model(g_args.model, pool);
+  auto loaded = load_model_with_tokenizer(g_args.model, g_args.threads, /*require_tokenizer=*/true);
   if (!loaded) return fail(loaded.status());
+  ThreadPool& pool = ThreadPool::global();
   Model& model = *loaded->model;
-  auto tok = Tokenizer::from_gguf(*loaded->file);
-  if (!tok) return fail(error("the model's tokenizer cannot be used: {}", tok.status().message()));
-  std::unique_ptr<Tokenizer> tokenizer = std::move(tok.value());
-
-  std::string tpl;
-  std::string origin = "model";
-  if (!g_args.chat_template_file.empty()) {
-    std::ifstream in(g_args.chat_template_file, std::ios::binary);
-    if (!in) return fail(error("cannot read --chat-template {}", g_args.chat_template_file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    tpl = ss.str();
-    origin = "file";
-  } else if (auto t = loaded->file->get_string("tokenizer.chat_template")) {
-    tpl = *t;
-  }
+  std::unique_ptr<Tokenizer>& tokenizer = loaded->tokenizer;
+  auto tpl_r = chat_template_source(*loaded->file, g_args.chat_template_file);
+  if (!tpl_r) return fail(tpl_r.status());
+  const std::string& tpl = *tpl_r;
+  const std::string origin = g_args.chat_template_file.empty() ? "model" : "file";
   auto prompter = ChatPrompter::create(tpl, model.config().arch_name, *tokenizer);
   if (!prompter) return fail(prompter.status());
   if (!tpl.empty()) (*prompter)->set_origin(origin);

@@ -1,0 +1,57 @@
+#include "cli/model_loader.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/log.h"
+
+namespace pagoda {
+
+Result<LoadedModel> load_model(const std::string& path, ThreadPool& pool) {
+  auto file = GgufFile::open(path);
+  if (!file) return file.status();
+  LoadedModel out;
+  out.file = std::make_unique<GgufFile>(std::move(file.value()));
+  auto model = Model::load(*out.file, pool);
+  if (!model) return model.status();
+  out.model = std::move(model.value());
+  return out;
+}
+
+Result<LoadedModel> load_model_with_tokenizer(const std::string& path, int32_t threads, bool require_tokenizer) {
+  if (threads > 0) ThreadPool::set_default_threads(threads);
+  auto loaded = load_model(path, ThreadPool::global());
+  if (!loaded) return loaded.status();
+  auto tok = Tokenizer::from_gguf(*loaded->file);
+  if (tok) {
+    loaded->tokenizer = std::move(tok.value());
+  } else if (require_tokenizer) {
+    return error("the model's tokenizer cannot be used: {}", tok.status().message());
+  } else {
+    log_warn("no usable tokenizer ({}); output is printed as token ids", tok.status().message());
+  }
+  return loaded;
+}
+
+Result<std::string> chat_template_source(const GgufFile& file, const std::string& template_file) {
+  if (!template_file.empty()) {
+    std::ifstream in(template_file, std::ios::binary);
+    if (!in) return error("cannot read --chat-template {}", template_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  if (auto t = file.get_string("tokenizer.chat_template")) return *t;
+  return std::string();
+}
+
+int report_error(const Status& st) {
+  std::fflush(stdout);
+  fmt::print(stderr, "error: {}\n", st.message());
+  return 1;
+}
+
+}  // namespace pagoda
