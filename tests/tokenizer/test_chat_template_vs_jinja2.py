@@ -74,9 +74,8 @@ PLAIN_ENV = environment(trim_blocks=False, lstrip_blocks=False)
 
 
 @pytest.fixture(scope="module")
-def tool():
-    from conftest import binary
-    return binary("pagoda-chat-template-tool")
+def tool(pagoda_bin):
+    return pagoda_bin("pagoda-chat-template-tool")
 
 
 def check_same(tool, tmp_path, source, context, env=HF_ENV, flags=()):
