@@ -99,13 +99,7 @@ def kv_shape(path: Path) -> dict:
     r = gguf.GGUFReader(str(path))
 
     def meta(k: str, default=None):
-        f = r.fields.get(k)
-        if f is None:
-            return default
-        try:
-            return f.contents()
-        except Exception:  # noqa: BLE001  (older gguf without contents())
-            return default
+        return cl.gguf_meta(r, k, default)
 
     arch = meta("general.architecture", "?")
     n_layer = int(meta(f"{arch}.block_count", 0) or 0)
@@ -391,13 +385,9 @@ def pagoda_block_size(args: str) -> int:
     return 16
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main() -> int:
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, cl._interrupt)
+    signal.signal(signal.SIGTERM, cl._interrupt)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--build-dir", type=Path, default=REPO / "build", help="Pagoda build (default: %(default)s)")

@@ -301,13 +301,7 @@ def weight_bytes(path: Path, n_gen: int) -> dict:
     per_token = total if tied else total - embd
 
     def meta(key: str, default=None):
-        f = r.fields.get(key)
-        if f is None:
-            return default
-        try:
-            return f.contents()
-        except Exception:  # noqa: BLE001  (older gguf without contents())
-            return default
+        return gguf_meta(r, key, default)
 
     arch = meta("general.architecture", "?")
     n_layer = meta(f"{arch}.block_count", 0) or 0
@@ -601,6 +595,17 @@ def parse_rows(spec: str, extra: list[str]) -> list[RowSpec]:
             seen.add(r.name)
             uniq.append(r)
     return uniq
+
+
+def gguf_meta(reader, key: str, default=None):
+    """A GGUF metadata value from a gguf.GGUFReader, or `default`."""
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    try:
+        return f.contents()
+    except Exception:  # noqa: BLE001  (older gguf without contents())
+        return default
 
 
 def _interrupt(signum, frame):
