@@ -465,7 +465,7 @@ void micro(int64_t nb, const Z64* p, const uint8_t* xq, const float* xd, const f
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ys, mask, accf[t]);
 }
 
-// All staged tokens against one panel: blocks of 12, then the rest as 8 + 2 + 1 at most.
+// All staged tokens against one panel (the split is below).
 template <bool kMin>
 void micro_tokens(int64_t nb, const Z64* p, const XStage& st, int64_t tokens, float* y, size_t ys, int64_t valid) {
   int64_t t = 0;
@@ -474,7 +474,10 @@ void micro_tokens(int64_t nb, const Z64* p, const XStage& st, int64_t tokens, fl
     micro<kMin, kN>(nb, p, st.q + t * 32, st.d + t, st.s + t, y + t * ys, ys, valid);
     t += kN;
   };
-  while (t + 12 <= tokens) run(std::integral_constant<int, 12>{});
+  // Blocks of 12, except that 16-19 left go as 8 + 8: a block of 4 keeps too few dpbusd
+  // chains in flight (batched decode often has 16 tokens).
+  while (tokens - t >= 20 || (tokens - t >= 12 && tokens - t < 16)) run(std::integral_constant<int, 12>{});
+  if (tokens - t >= 16) run(std::integral_constant<int, 8>{});
   if (tokens - t >= 8) run(std::integral_constant<int, 8>{});
   if (tokens - t >= 4) run(std::integral_constant<int, 4>{});
   if (tokens - t >= 2) run(std::integral_constant<int, 2>{});

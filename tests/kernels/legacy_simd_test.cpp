@@ -162,7 +162,7 @@ TEST_P(LegacySimdTest, TileShapesAndStrides) {
     for (int64_t k = 0; k < 150; ++k) want[k * 70 + r] = ref.dot(n, w.data() + r * rb, x.data() + k * xb);
   const float sentinel = -12345.0f;
   for (int64_t rows : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 47, 70})
-    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 25, 63, 64, 65, 129, 150}) {
+    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 16, 17, 19, 25, 63, 64, 65, 129, 150}) {
       const size_t ys = static_cast<size_t>(rows) + 3;
       std::vector<float> y(ys * tokens + 5, sentinel);
       simd.tile(n, w.data(), rb, rows, x.data(), xb, tokens, y.data() + 1, ys);
