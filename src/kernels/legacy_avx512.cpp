@@ -323,9 +323,12 @@ constexpr int kPanelD = 8, kPanelC = 9, kPanelM = 10;
 
 // Repacks rows [0, valid) of the weights at w (row stride ws) into `out`, panel_regs<B>()
 // registers per block. Rows past `valid` repeat the last row (their outputs are never
-// stored).
+// stored). `next` (or null) is the following panel's first row and `next_rows` its row
+// count: its blocks are prefetched alongside, so they arrive from memory while this panel
+// is multiplied (with few tokens, as in batched decode, memory time would otherwise add
+// to compute time instead of hiding behind it).
 template <typename B>
-void repack(const uint8_t* w, size_t ws, int64_t valid, int64_t nb, Z64* out) {
+void repack(const uint8_t* w, size_t ws, int64_t valid, int64_t nb, Z64* out, const uint8_t* next, int64_t next_rows) {
   using L = Layout<B>;
   constexpr int kB = sizeof(B);
   const uint8_t* rp[16];
@@ -334,6 +337,8 @@ void repack(const uint8_t* w, size_t ws, int64_t valid, int64_t nb, Z64* out) {
   const __m512i lo4 = _mm512_set1_epi8(0x0f);
   for (int64_t b = 0; b < nb; ++b, out += panel_regs<B>()) {
     const int64_t at = b * kB;
+    if (next != nullptr && (at & 63) < kB)  // once per cache line of the rows
+      for (int64_t r = 0; r < next_rows; ++r) _mm_prefetch(reinterpret_cast<const char*>(next + r * ws + at), _MM_HINT_T1);
     // The dword at byte `byte` of block b of each row.
     auto gather16 = [&](int byte) {
       // Through memory: cheaper than vpgatherdd here, and the failed store forwarding
@@ -510,16 +515,9 @@ void tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint
     float* yt = y + t0 * y_stride;
     for (int64_t r0 = 0; r0 < rows; r0 += 16) {
       const int64_t valid = min64(rows - r0, 16);
-      repack<B>(w + r0 * w_stride, w_stride, valid, nb, panel);
-      // The next panel's rows start coming in from memory while this one computes: with
-      // few tokens (batched decode) the two phases are otherwise each half the time.
-      if (r0 + 16 < rows) {
-        const int64_t next = min64(rows - r0 - 16, 16);
-        for (int64_t r = 0; r < next; ++r) {
-          const char* row = reinterpret_cast<const char*>(w + (r0 + 16 + r) * w_stride);
-          for (size_t off = 0; off < w_stride; off += 64) _mm_prefetch(row + off, _MM_HINT_T1);
-        }
-      }
+      const bool more = r0 + 16 < rows;
+      repack<B>(w + r0 * w_stride, w_stride, valid, nb, panel, more ? w + (r0 + 16) * w_stride : nullptr,
+                more ? min64(rows - r0 - 16, 16) : 0);
       micro_tokens<L::kMin>(nb, panel, st, tc, yt + r0, y_stride, valid);
     }
   }
