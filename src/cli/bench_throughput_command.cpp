@@ -158,7 +158,7 @@ int run_bench_throughput() {
     }
     const EngineStats st = engine.stats();
     if (st.used_blocks == 0) continue;
-    const double waste = st.kv_waste(ec->block_size);
+    const double waste = engine.kv_waste();
     usage_sum += st.kv_usage();
     usage_peak = std::max(usage_peak, st.kv_usage());
     waste_sum += waste;

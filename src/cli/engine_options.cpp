@@ -4,21 +4,10 @@
 
 #include <cctype>
 #include <cmath>
-#include <fstream>
+
+#include "base/system_memory.h"
 
 namespace pagoda {
-namespace {
-
-size_t available_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key, unit;
-  size_t kb = 0;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
-
-}  // namespace
 
 void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--kv-cache-memory", a.kv_cache_memory,
@@ -49,7 +38,7 @@ Result<size_t> parse_memory_size(const std::string& s) {
   for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   if (!(v > 0) || !std::isfinite(v)) return error("memory size '{}' must be positive", s);
   if (unit.empty() && v < 1.0) {
-    const size_t avail = available_bytes();
+    const size_t avail = available_memory_bytes();
     if (avail == 0) return error("cannot read the available memory for '{}'; give a size in bytes", s);
     return static_cast<size_t>(v * static_cast<double>(avail));
   }

@@ -1,28 +1,12 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <fstream>
-#include <random>
-#include <string>
 #include <unordered_map>
 
+#include "base/system_memory.h"
 #include "sampling/logprobs.h"
 
 namespace pagoda {
-namespace {
-
-// MemAvailable from /proc/meminfo in bytes; 0 when unknown.
-size_t available_memory() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  size_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
-
-}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
@@ -56,7 +40,7 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
     const size_t want = KvStorage::bytes_per_block(shape) *
                         static_cast<size_t>((max_len + config.block_size - 1) / std::max(1, config.block_size)) *
                         static_cast<size_t>(sc.max_num_seqs);
-    const size_t avail = available_memory();
+    const size_t avail = available_memory_bytes();
     bytes = avail > 0 ? std::min(want, avail / 4) : want;
   }
   const int32_t blocks = KvStorage::blocks_for_bytes(shape, bytes);
@@ -220,7 +204,7 @@ Result<std::vector<StepOutput>> Engine::step() {
       sample_into(*t, logits, targets.size() > 1, out);
       if (t->padding) {
         // A finished member of a static batch: computed, never reported.
-        if (t->len() >= max_model_len_) finish_sequence(r, t);
+        if (t->len() >= max_model_len_) finish_sequence(t);
         continue;
       }
       if (out.finish != FinishReason::kNone) {
@@ -228,9 +212,9 @@ Result<std::vector<StepOutput>> Engine::step() {
           // A fixed-shape batch keeps every row until its last one finishes.
           t->padding = true;
           if (--r.live == 0) done.push_back(t->request);
-          if (t->len() >= max_model_len_) finish_sequence(r, t);
+          if (t->len() >= max_model_len_) finish_sequence(t);
         } else {
-          finish_sequence(r, t);
+          finish_sequence(t);
           if (--r.live == 0) done.push_back(t->request);
         }
       }
@@ -242,7 +226,7 @@ Result<std::vector<StepOutput>> Engine::step() {
     for (const Sequence* s : scheduler_->running()) all_padding = all_padding && s->padding;
     if (all_padding) {
       const std::vector<Sequence*> batch = scheduler_->running();
-      for (Sequence* s : batch) finish_sequence(requests_.at(s->request), s);
+      for (Sequence* s : batch) finish_sequence(s);
     }
   }
   for (RequestId id : done) lingering_.push_back(id);
@@ -258,8 +242,7 @@ Result<std::vector<StepOutput>> Engine::step() {
   return outputs;
 }
 
-void Engine::finish_sequence(RequestRecord& r, Sequence* s) {
-  (void)r;
+void Engine::finish_sequence(Sequence* s) {
   if (s->status != SeqStatus::kFinished) scheduler_->finish(s);
 }
 
@@ -273,6 +256,10 @@ EngineStats Engine::stats() const {
   st.used_blocks = pool_->num_used();
   st.num_running = scheduler_->num_running();
   st.num_waiting = scheduler_->num_waiting();
+  return st;
+}
+
+double Engine::kv_waste() const {
   // Filled slots per distinct block (the samples of a request share prompt blocks).
   std::unordered_map<BlockId, int32_t> filled;
   const int32_t bs = pool_->block_size();
@@ -282,8 +269,10 @@ EngineStats Engine::stats() const {
       int32_t& slot = filled[s->blocks[i]];
       slot = std::max(slot, f);
     }
-  for (const auto& [b, f] : filled) st.used_slots += f;
-  return st;
+  int64_t used = 0;
+  for (const auto& [b, f] : filled) used += f;
+  const double alloc = static_cast<double>(pool_->num_used()) * bs;
+  return alloc > 0 ? 1.0 - static_cast<double>(used) / alloc : 0.0;
 }
 
 }  // namespace pagoda

@@ -45,14 +45,8 @@ struct EngineStats {
   int64_t prefix_hit_tokens = 0;
   int32_t num_blocks = 0;
   int32_t used_blocks = 0;        // held by sequences now
-  int64_t used_slots = 0;         // positions of those blocks holding a computed token
   size_t num_running = 0, num_waiting = 0;
   double kv_usage() const { return num_blocks > 0 ? static_cast<double>(used_blocks) / num_blocks : 0.0; }
-  // Allocated but unused slots over allocated slots.
-  double kv_waste(int32_t block_size) const {
-    const double alloc = static_cast<double>(used_blocks) * block_size;
-    return alloc > 0 ? 1.0 - static_cast<double>(used_slots) / alloc : 0.0;
-  }
 };
 
 class Engine {
@@ -72,7 +66,11 @@ class Engine {
   // Requests not finished yet (and, in static mode, finished ones still padding a batch).
   bool has_work() const { return !requests_.empty(); }
 
+  // Counters and gauges; cheap enough for every step.
   EngineStats stats() const;
+  // Allocated but unused KV slots over allocated slots (blocks shared by the samples of a
+  // request counted once). Walks every running block table: for benchmarks, not per step.
+  double kv_waste() const;
   const EngineConfig& config() const { return config_; }
   int32_t max_model_len() const { return max_model_len_; }
   const BlockPool& block_pool() const { return *pool_; }
@@ -93,7 +91,7 @@ class Engine {
   void sample_into(Sequence& s, std::span<float> logits, bool shared, StepOutput& out);
   FinishReason stop_reason(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
-  void finish_sequence(RequestRecord& r, Sequence* s);
+  void finish_sequence(Sequence* s);
 
   Model& model_;
   const Tokenizer* tokenizer_;

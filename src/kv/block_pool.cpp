@@ -51,15 +51,17 @@ void BlockPool::drop_hash(BlockId b) {
   blk.hash = 0;
 }
 
+BlockId BlockPool::take_free() {
+  const BlockId b = head_;
+  unlink_free(b);
+  drop_hash(b);  // evicts the least recently freed cached content
+  blocks_[b].ref = 1;
+  return b;
+}
+
 bool BlockPool::allocate(int32_t n, std::vector<BlockId>& out) {
   if (n < 0 || n > free_count_) return false;
-  for (int32_t i = 0; i < n; ++i) {
-    const BlockId b = head_;
-    unlink_free(b);
-    drop_hash(b);  // evicts the least recently freed cached content
-    blocks_[b].ref = 1;
-    out.push_back(b);
-  }
+  for (int32_t i = 0; i < n; ++i) out.push_back(take_free());
   return true;
 }
 
@@ -117,10 +119,10 @@ void BlockPool::reset_prefix_cache() {
 
 std::optional<BlockId> BlockPool::make_unique(BlockId b) {
   if (blocks_[b].ref <= 1) return b;
-  std::vector<BlockId> fresh;
-  if (!allocate(1, fresh)) return std::nullopt;
+  if (free_count_ == 0) return std::nullopt;
+  const BlockId fresh = take_free();
   release(b);
-  return fresh[0];
+  return fresh;
 }
 
 }  // namespace pagoda

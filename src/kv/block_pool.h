@@ -84,6 +84,8 @@ class BlockPool {
     bool has_hash = false;
     BlockHash hash = 0;
   };
+  // The head of the free queue, now held once (its cached content evicted).
+  BlockId take_free();
   void push_free(BlockId b);
   void unlink_free(BlockId b);
   void drop_hash(BlockId b);

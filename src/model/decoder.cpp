@@ -36,7 +36,6 @@ void Model::ensure_scratch(int64_t n) {
   proj_.resize(n * c.n_embd);
   gate_.resize(n * c.n_ff);
   up_.resize(n * c.n_ff);
-  last_.resize(c.n_embd);
   scratch_tokens_ = n;
 }
 

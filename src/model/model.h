@@ -62,7 +62,7 @@ class Model {
   size_t weight_bytes_ = 0;
   // Scratch for a chunk of up to scratch_tokens_ tokens.
   int64_t scratch_tokens_ = 0;
-  std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, last_;
+  std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<int32_t> pos_;
   std::vector<AttnSeq> attn_seqs_;
   std::vector<BatchSeq> pieces_;

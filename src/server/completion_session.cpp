@@ -213,11 +213,11 @@ std::string CompletionSession::chunk(size_t ci, const std::string& delta, const 
   return "data: " + dump(j) + "\n\n";
 }
 
-std::string CompletionSession::usage_json() const {
+json CompletionSession::usage() const {
   int64_t prompt = 0, completion = 0;
   for (const Prompt& p : prompts_) prompt += p.tokens;
   for (const Choice& c : choices_) completion += c.tokens;
-  return dump(json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}});
+  return json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
 bool CompletionSession::next_events(std::string& out, std::chrono::milliseconds wait) {
@@ -246,10 +246,10 @@ bool CompletionSession::next_events(std::string& out, std::chrono::milliseconds 
     }
   }
   if (any_open && !all_done()) return true;
-  if (failure_) out += "data: " + json::parse(failure_->body()).dump() + "\n\n";
+  if (failure_) out += "data: " + failure_->body() + "\n\n";
   if (req_.include_usage) {
     json j = {{"id", id_}, {"object", req_.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
-              {"model", ctx_.model_name}, {"choices", json::array()}, {"usage", json::parse(usage_json())}};
+              {"model", ctx_.model_name}, {"choices", json::array()}, {"usage", usage()}};
     out += "data: " + dump(j) + "\n\n";
   }
   out += "data: [DONE]\n\n";
@@ -290,7 +290,7 @@ std::variant<std::string, ApiError> CompletionSession::wait_json() {
     }
   }
   json j = {{"id", id_}, {"object", req_.chat ? "chat.completion" : "text_completion"}, {"created", created_},
-            {"model", ctx_.model_name}, {"choices", choices}, {"usage", json::parse(usage_json())}};
+            {"model", ctx_.model_name}, {"choices", choices}, {"usage", usage()}};
   abort();
   return dump(j);
 }

@@ -71,7 +71,7 @@ class CompletionSession {
   void consume(size_t p, std::vector<StepOutput>& outs, std::string* events);
   void append_logprobs(Choice& c, const StepOutput& o, const std::string& token_text);
   std::string chunk(size_t choice, const std::string& delta, const std::string* finish, const nlohmann::json* lp);
-  std::string usage_json() const;
+  nlohmann::json usage() const;
   bool all_done() const;
 
   ServerContext ctx_;
