@@ -48,9 +48,11 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   if (!storage) return storage.status();
   e->storage_ = std::move(storage.value());
   e->pool_ = std::make_unique<BlockPool>(blocks, config.block_size);
-  e->scheduler_ = std::make_unique<Scheduler>(sc, *e->pool_, *e->storage_);
   // One sequence alone always fits, so preemption can always make progress.
   e->max_model_len_ = std::min<int64_t>(max_len, static_cast<int64_t>(blocks) * config.block_size);
+  SchedulerConfig scheduler_config = sc;
+  scheduler_config.max_model_len = static_cast<int32_t>(e->max_model_len_);
+  e->scheduler_ = std::make_unique<Scheduler>(scheduler_config, *e->pool_, *e->storage_);
   return e;
 }
 

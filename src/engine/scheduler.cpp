@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 
 namespace pagoda {
@@ -171,6 +172,13 @@ void Scheduler::schedule_continuous() {
   }
 }
 
+int32_t Scheduler::static_reservation(const Sequence* s) const {
+  const int64_t cap = config_.max_model_len > 0 ? config_.max_model_len : INT32_MAX;
+  const int64_t max_tokens = s->params != nullptr ? s->params->max_tokens : -1;
+  const int64_t want = max_tokens < 0 ? cap : static_cast<int64_t>(s->prompt_len) + max_tokens;
+  return static_cast<int32_t>(std::max<int64_t>(s->len(), std::min(cap, want)));
+}
+
 void Scheduler::schedule_static() {
   if (running_.empty()) {
     // A new batch: whole prompts, in arrival order, as many as fit.
@@ -180,7 +188,7 @@ void Scheduler::schedule_static() {
       Sequence* s = waiting_[taken];
       s->num_computed = claim_cached_prefix(s);
       if (s->output_len() == 0) s->cached_prompt_tokens = s->num_computed;
-      if (!reserve(s, s->len())) {
+      if (!reserve(s, static_reservation(s)) && (!running_.empty() || !reserve(s, s->len()))) {
         release(s);
         break;
       }

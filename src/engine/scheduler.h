@@ -18,6 +18,11 @@
 // generate): a batch of up to max_num_seqs requests is admitted only when nothing runs,
 // prefilled whole, and decoded until all of it has finished; a sequence that finishes
 // early keeps its row and is computed (as padding, its tokens unreported) until then.
+// Like those systems it reserves each admitted request's whole KV up front (prompt plus
+// max_tokens, capped at the context), since it cannot grow a row's cache later; so at
+// equal KV memory it fits fewer requests than paged continuous batching, which is the
+// comparison the baseline asks for. A request whose reservation would not fit
+// even an empty pool reserves only its prompt and grows block by block.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +43,7 @@ struct SchedulerConfig {
   SchedulePolicy policy = SchedulePolicy::kFcfs;
   ScheduleMode mode = ScheduleMode::kContinuous;
   bool prefix_caching = true;
+  int32_t max_model_len = 0;  // static mode's reservation cap; 0: no cap
 };
 
 struct ScheduledSeq {
@@ -87,6 +93,8 @@ class Scheduler {
   void hash_full_blocks(Sequence* s);
   void schedule_continuous();
   void schedule_static();
+  // Positions a static-mode request reserves at admission: prompt + max_tokens, capped.
+  int32_t static_reservation(const Sequence* s) const;
 
   SchedulerConfig config_;
   BlockPool& pool_;

@@ -148,6 +148,7 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
     const RopeParams& rope = local ? c.rope_local : c.rope;
     // Attention.
     for (int64_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
+    if (observer_) observer_(l, LinearInput::kAttention, xn_.data(), n, E);
     matmul(L.wq, xn_.data(), n, q_.data(), pool);
     matmul(L.wk, xn_.data(), n, k_.data(), pool);
     matmul(L.wv, xn_.data(), n, v_.data(), pool);
@@ -178,16 +179,19 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
     ap.scale = c.attn_scale;
     ap.window = local ? c.sliding_window : 0;
     attention_paged(q_.data(), attn_seqs_, kv.layer(l), ap, att_.data(), pool);
+    if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, c.q_dim());
     matmul(L.wo, att_.data(), n, proj_.data(), pool);
     if (L.post_attn_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj_[t * E], L.post_attn_norm, E, c.rms_eps, &proj_[t * E]);
     add_inplace(x_.data(), proj_.data(), n * E);
     // Feed-forward.
     for (int64_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
+    if (observer_) observer_(l, LinearInput::kFfn, xn_.data(), n, E);
     matmul(L.gate, xn_.data(), n, gate_.data(), pool);
     matmul(L.up, xn_.data(), n, up_.data(), pool);
     if (c.act == FfnActivation::kGeluTanh) geglu(gate_.data(), up_.data(), n * c.n_ff);
     else swiglu(gate_.data(), up_.data(), n * c.n_ff);
+    if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, c.n_ff);
     matmul(L.down, gate_.data(), n, proj_.data(), pool);
     if (L.post_ffw_norm != nullptr)
       for (int64_t t = 0; t < n; ++t) rms_norm(&proj_[t * E], L.post_ffw_norm, E, c.rms_eps, &proj_[t * E]);

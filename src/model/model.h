@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -24,6 +25,16 @@ namespace pagoda {
 
 class GgufFile;
 
+// The inputs that groups of a layer's linear maps share: Q/K/V read the normed residual,
+// the output projection the attention result, gate/up the normed residual again, down
+// the activated gate * up.
+enum class LinearInput : int32_t { kAttention, kAttentionOutput, kFfn, kFfnDown };
+inline constexpr int32_t kNumLinearInputs = 4;
+
+// Sees each such input (n_tokens rows of cols floats) just before its matrices run.
+using ActivationObserver =
+    std::function<void(int32_t layer, LinearInput input, const float* x, int64_t n_tokens, int64_t cols)>;
+
 class Model {
  public:
   // The file must outlive the model (weights point into its mapping).
@@ -33,6 +44,9 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   KvCache make_cache(int32_t n_ctx) const { return KvCache(config_.n_layer, n_ctx, config_.n_head_kv, config_.head_dim); }
   size_t weight_bytes() const { return weight_bytes_; }
+  // Calibration for quantization (AWQ, GPTQ) records the activations the layers see; an
+  // unset observer costs one branch per group of matrices.
+  void set_activation_observer(ActivationObserver observer) { observer_ = std::move(observer); }
 
   // One step. logits: n_vocab floats for each sequence whose BatchSeq::logits is set, in
   // batch order (Batch::n_logits() rows). Fails, changing nothing, on token ids outside
@@ -66,6 +80,7 @@ class Model {
   std::vector<int32_t> pos_;
   std::vector<AttnSeq> attn_seqs_;
   std::vector<BatchSeq> pieces_;
+  ActivationObserver observer_;
 };
 
 }  // namespace pagoda

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "quant/k_unpack.h"
+#include "quant/level_pack.h"
 #include "quant/rows.h"
 
 namespace pagoda::quant {
@@ -197,15 +198,6 @@ float fit_affine(int n, int nmax, const float* x, const float* weights, uint8_t*
   return scale;
 }
 
-// 2-bit levels, four per byte: byte l of half h holds values 128h + l + 32k at bits 2k.
-inline void pack_2bit(const uint8_t* L, uint8_t* qs) {
-  for (int h = 0; h < 2; ++h)
-    for (int l = 0; l < 32; ++l) {
-      const uint8_t* v = L + 128 * h + l;
-      qs[32 * h + l] = static_cast<uint8_t>(v[0] | (v[32] << 2) | (v[64] << 4) | (v[96] << 6));
-    }
-}
-
 // Scales and mins of the 8 groups of Q4_K/Q5_K, 6 bits each (see unpack_k4_scale_min).
 inline void pack_k4_scale_min(const uint8_t* ls, const uint8_t* lm, uint8_t* s) {
   for (int j = 0; j < 8; ++j) {
@@ -360,18 +352,7 @@ void quantize_row_q3_K(const float* __restrict src, void* __restrict dst, int64_
         L[16 * g + l] = static_cast<int8_t>(clamp_int(nearest_int(src[16 * g + l] / d), -4, 3) + 4);
       }
     }
-    // Levels 4..7 keep their high bit in hmask (bit e/32 of byte e%32), the rest in qs.
-    std::memset(b.hmask, 0, sizeof(b.hmask));
-    uint8_t low[kQK_K];
-    for (int e = 0; e < kQK_K; ++e) {
-      int l = L[e];
-      if (l > 3) {
-        b.hmask[e % 32] = static_cast<uint8_t>(b.hmask[e % 32] | (1 << (e / 32)));
-        l -= 4;
-      }
-      low[e] = static_cast<uint8_t>(l);
-    }
-    pack_2bit(low, b.qs);
+    pack_q3_K(L, b);
   }
 }
 
@@ -380,10 +361,7 @@ void quantize_row_q4_K(const float* __restrict src, void* __restrict dst, int64_
   uint8_t L[kQK_K];
   for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
     quantize_k4_style(src, &y[i], 15, -1.0f, 0.1f, 20, L);
-    for (int c = 0; c < 4; ++c)
-      for (int l = 0; l < 32; ++l) {
-        y[i].qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
-      }
+    pack_q4_K(L, y[i]);
   }
 }
 
@@ -393,14 +371,7 @@ void quantize_row_q5_K(const float* __restrict src, void* __restrict dst, int64_
   for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
     BlockQ5_K& b = y[i];
     quantize_k4_style(src, &b, 31, -0.5f, 0.1f, 15, L);
-    std::memset(b.qh, 0, sizeof(b.qh));
-    for (int c = 0; c < 4; ++c)
-      for (int l = 0; l < 32; ++l) {
-        const int lo = L[64 * c + l];
-        const int hi = L[64 * c + 32 + l];
-        b.qh[l] = static_cast<uint8_t>(b.qh[l] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
-        b.qs[32 * c + l] = static_cast<uint8_t>((lo & 0x0f) | ((hi & 0x0f) << 4));
-      }
+    pack_q5_K(L, b);
   }
 }
 
@@ -438,15 +409,7 @@ void quantize_row_q6_K(const float* __restrict src, void* __restrict dst, int64_
         L[16 * g + l] = static_cast<int8_t>(clamp_int(nearest_int(src[16 * g + l] / d), -32, 31) + 32);
       }
     }
-    // Inverse of unpack_q6_K: low nibbles to ql, top two bits to qh.
-    for (int h = 0; h < 2; ++h)
-      for (int l = 0; l < 32; ++l) {
-        const int8_t* v = L + 128 * h + l;
-        b.ql[64 * h + l] = static_cast<uint8_t>((v[0] & 0x0f) | ((v[64] & 0x0f) << 4));
-        b.ql[64 * h + 32 + l] = static_cast<uint8_t>((v[32] & 0x0f) | ((v[96] & 0x0f) << 4));
-        b.qh[32 * h + l] = static_cast<uint8_t>((v[0] >> 4) | ((v[32] >> 4) << 2) | ((v[64] >> 4) << 4) |
-                                                ((v[96] >> 4) << 6));
-      }
+    pack_q6_K(L, b);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/level_pack.h"
 #include "quant/rows.h"
 
 namespace pagoda::quant {
@@ -61,11 +62,6 @@ inline void affine_levels(const float* x, int* q, float* d_out, float* min_out) 
   for (int j = 0; j < kQK; ++j) q[j] = trunc_clamped((x[j] - min) * id + 0.5f, kLevels - 1);
   *d_out = d;
   *min_out = min;
-}
-
-inline void pack_nibbles(const int* q, uint8_t* qs) {
-  for (int j = 0; j < kQK / 2; ++j)
-    qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + kQK / 2] & 0x0f) << 4));
 }
 
 inline uint32_t pack_fifth_bits(const int* q) {

@@ -121,6 +121,40 @@ TEST(Engine, StaticBatchingGivesTheSameOutputs) {
     EXPECT_EQ((got[{ids[i], 0}]), run_alone(*m.model, m.tok.get(), w.prompts[i], greedy(w.max_tokens[i]))) << i;
 }
 
+// Static batching cannot grow a row's cache, so it reserves prompt + max_tokens at
+// admission; at equal KV memory it admits fewer requests than paged continuous batching.
+TEST(Engine, StaticBatchingReservesEachRequestsWholeOutputAtAdmission) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_static_reserve");
+  const auto admitted_after_one_step = [&](ScheduleMode mode, int32_t max_tokens) {
+    EngineConfig c;
+    c.scheduler.mode = mode;
+    c.scheduler.max_num_seqs = 8;
+    // 20 blocks of 16 positions; each request: a 10-token prompt, so 70 positions (5 blocks)
+    // with 60 output tokens reserved.
+    c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * 20;
+    auto e = Engine::create(*m.model, m.tok.get(), c);
+    EXPECT_TRUE(e.is_ok());
+    std::vector<int32_t> prompt(10);
+    for (int i = 0; i < 10; ++i) prompt[static_cast<size_t>(i)] = 3 + i;
+    for (int i = 0; i < 8; ++i) EXPECT_TRUE((*e)->add_request(prompt, greedy(max_tokens)).is_ok());
+    auto first = (*e)->step();
+    EXPECT_TRUE(first.is_ok());
+    const EngineStats st = (*e)->stats();
+    Outputs got = drain(**e);
+    for (const StepOutput& o : *first) got[{o.request, o.index}].insert(got[{o.request, o.index}].begin(), o.token);
+    EXPECT_EQ(got.size(), 8u) << "every request must still complete";
+    const int32_t expect_len = std::min(max_tokens, (*e)->max_model_len() - 10);
+    for (const auto& [key, toks] : got) EXPECT_EQ(static_cast<int32_t>(toks.size()), expect_len);
+    return std::pair{st.num_running, st.used_blocks};
+  };
+  EXPECT_EQ(admitted_after_one_step(ScheduleMode::kStatic, 60), (std::pair<size_t, int32_t>{4, 20}));
+  EXPECT_EQ(admitted_after_one_step(ScheduleMode::kContinuous, 60).first, 8u);
+  // A request whose reservation would not fit even an empty pool still runs, growing as
+  // it goes (the context caps max_tokens at 320 positions here).
+  EXPECT_EQ(admitted_after_one_step(ScheduleMode::kStatic, 400).first, 1u);
+}
+
 TEST(Engine, GreedySamplesOfOneRequestShareThePromptAndAgree) {
   REQUIRE_EXACT_BATCHING();
   ThreadPool pool(2);

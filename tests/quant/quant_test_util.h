@@ -2,6 +2,8 @@
 // sized (and aligned) from the dtype table with a canary tail to catch overruns.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cmath>
 #include <cstring>
@@ -81,6 +83,23 @@ inline std::vector<float> make_row(Shape shape, int64_t n, uint32_t seed) {
     x[static_cast<size_t>(i)] = v;
   }
   return x;
+}
+
+// Round to nearest on a block's decode grid, as the calibrated quantizers round, gives
+// the bytes of the round-to-nearest reference; except Q8_0, whose reference rounds with
+// the scale before its FP16 rounding, so near ties it may pick the neighbouring level.
+// There the grid's choice must decode at least as close to the source.
+inline void expect_grid_rounding_matches_rtn(DType t, const float* x, int64_t n, const std::vector<uint8_t>& rtn,
+                                             const std::vector<uint8_t>& ours, const std::string& what) {
+  if (t != DType::Q8_0) {
+    EXPECT_EQ(rtn, ours) << what;
+    return;
+  }
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  dequantize_row(t, rtn.data(), a.data(), n);
+  dequantize_row(t, ours.data(), b.data(), n);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_LE(std::fabs(b[static_cast<size_t>(i)] - x[i]), std::fabs(a[static_cast<size_t>(i)] - x[i])) << what << " value " << i;
 }
 
 }  // namespace pagoda::testing
