@@ -146,8 +146,8 @@ Subcommand add_quantize_command(CLI::App& app) {
                   "F16, BF16, F32)")
       ->required();
   sub->add_option("--keep", g_args.keep,
-                  "TYPE=REGEX: tensors whose name matches REGEX get TYPE instead (repeatable, first match wins), "
-                  "e.g. --keep q8_0='output\\.weight|token_embd'")
+                  "TYPE=REGEX: weight matrices whose name REGEX matches (anywhere: anchor with ^ and $) get TYPE "
+                  "instead; repeatable, the first matching rule wins. E.g. --keep q8_0='^output\\.weight|token_embd'")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--method", g_args.method.method, "Quantization method: rtn (round to nearest)");
   sub->add_option("--calib", g_args.method.calib_path, "Calibration text for methods that need one (not rtn)");

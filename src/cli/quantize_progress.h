@@ -1,5 +1,5 @@
 // The progress display of `pagoda quantize` on stderr: one line per tensor (index of
-// total, name, types, sizes, overall percentage by source bytes). On a terminal it is a
+// total, overall percentage by source bytes, name, types, sizes). On a terminal it is a
 // single line rewritten in place, cut to the terminal's width; otherwise (a log, a pipe)
 // each tensor gets its own plain line when it is done.
 #pragma once

@@ -82,7 +82,7 @@ Result<DType> parse_quantize_type(std::string_view name) {
 Result<KeepRule> parse_keep_rule(std::string_view spec) {
   const size_t eq = spec.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size())
-    return error("--keep '{}': expected TYPE=REGEX, e.g. --keep q8_0='output\\.weight|token_embd'", spec);
+    return error("--keep '{}': expected TYPE=REGEX, e.g. --keep q8_0='^output\\.weight|token_embd'", spec);
   auto type = parse_quantize_type(spec.substr(0, eq));
   if (!type) return error("--keep '{}': {}", spec, type.status().message());
   KeepRule rule;
