@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -84,6 +85,8 @@ int run_quantize() {
   std::error_code ec;
   if (std::filesystem::equivalent(g_args.input, g_args.output, ec))
     return report_error(error("the output {} is the input file; write to another path", g_args.output));
+  if (std::filesystem::is_directory(g_args.output, ec))
+    return report_error(error("the output {} is a directory; give a file name", g_args.output));
 
   auto file = GgufFile::open(g_args.input);
   if (!file) return report_error(file.status());
