@@ -44,6 +44,8 @@ def llamacpp_bin_dir():
 
 @pytest.fixture(scope="module")
 def llama_quantize():
+    if os.environ.get("PAGODA_SKIP_LLAMACPP") == "1":
+        pytest.skip("PAGODA_SKIP_LLAMACPP=1")
     d = llamacpp_bin_dir()
     if d is None or not (d / "llama-quantize").exists():
         pytest.skip("llama.cpp is not built (scripts/build_llamacpp); skipping the llama-quantize comparison")
