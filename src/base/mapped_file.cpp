@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -32,6 +33,17 @@ void MappedFile::release() {
   if (data_ != nullptr && size_ > 0) munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;
+}
+
+void MappedFile::drop_pages(size_t offset, size_t n) const {
+  if (data_ == nullptr || offset >= size_) return;
+  n = std::min(n, size_ - offset);
+  // madvise wants a page-aligned start; dropping a neighbour's pages too costs at most a
+  // re-read of them.
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t begin = offset / page * page;
+  // Advice only: on failure the pages simply stay resident.
+  (void)madvise(const_cast<uint8_t*>(data_) + begin, offset + n - begin, MADV_DONTNEED);
 }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {

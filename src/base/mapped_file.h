@@ -26,6 +26,11 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Tells the kernel this process is done with bytes [offset, offset + n) for now: their
+  // pages leave its resident set (they stay in the page cache, and reading them again
+  // faults them back in). A single pass over a large file keeps its memory near one piece.
+  void drop_pages(size_t offset, size_t n) const;
+
  private:
   void release();
   const uint8_t* data_ = nullptr;

@@ -88,6 +88,10 @@ class GgufFile {
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* find_tensor(std::string_view name) const;
 
+  // Releases the resident pages of a tensor read once (see MappedFile::drop_pages); its
+  // data stays readable.
+  void drop_pages(const GgufTensor& t) const { file_.drop_pages(static_cast<size_t>(t.data - file_.data()), t.nbytes); }
+
  private:
   // The steps of open(), in file order; each names the file and field in its errors.
   Status parse();

@@ -1,0 +1,163 @@
+// `pagoda quantize IN OUT --type T`: writes a copy of a GGUF model with its weight
+// matrices in another format, one tensor at a time (memory stays near the largest
+// tensor), the rows of each split over the threads. Which tensor gets which type follows
+// llama-quantize --pure (src/quant/type_policy.h), so llama.cpp reads the result and its
+// own quantizer gives the same bytes.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+#include "base/timer.h"
+#include "cli/commands.h"
+#include "cli/model_loader.h"
+#include "cli/quantize_method.h"
+#include "cli/quantize_plan.h"
+#include "cli/quantize_progress.h"
+#include "gguf/gguf_writer.h"
+#include "quant/quantize_matrix.h"
+
+namespace pagoda {
+namespace {
+
+constexpr uint32_t kQuantizationVersion = 2;  // ggml's GGML_QNT_VERSION
+
+struct QuantizeArgs {
+  std::string input;
+  std::string output;
+  std::string type;
+  std::vector<std::string> keep;
+  QuantMethodOptions method;
+  int32_t threads = 0;
+  bool allow_requantize = false;
+} g_args;
+
+// How a failure inside the writer's fill callback reaches write(), which removes the
+// unfinished file and reports the message.
+class TensorFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The output bytes of one tensor into dst (p.out_bytes long).
+Status produce_tensor(const TensorPlan& p, QuantStrategy& strategy, ThreadPool& pool, std::vector<float>& scratch,
+                      uint8_t* dst) {
+  const GgufTensor& t = *p.source;
+  if (!p.convert) {
+    std::memcpy(dst, t.data, t.nbytes);
+    return Status::ok();
+  }
+  const float* w = reinterpret_cast<const float*>(t.data);
+  if (t.type != DType::F32 || reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0) {
+    scratch.resize(static_cast<size_t>(p.rows * p.cols));
+    dequantize_matrix(t.type, t.data, p.rows, p.cols, scratch.data(), pool);
+    w = scratch.data();
+  }
+  if (int64_t bad = first_non_finite_row(w, p.rows, p.cols, pool); bad >= 0)
+    return error("row {} holds a NaN or an infinity; the source model is damaged", bad);
+  return strategy.quantize(QuantJob{t.name, w, p.rows, p.cols, p.type, dst}, pool);
+}
+
+std::string tensor_counts(const QuantizePlan& plan) {
+  std::map<std::string, int> converted, kept;
+  for (const TensorPlan& p : plan.tensors) ++(p.convert ? converted : kept)[std::string(dtype_name(p.type))];
+  std::string out;
+  for (const auto& [name, n] : converted) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, name);
+  for (const auto& [name, n] : kept) out += fmt::format("{}{} {} kept", out.empty() ? "" : ", ", n, name);
+  return out;
+}
+
+int run_quantize() {
+  Timer timer;
+  auto type = parse_quantize_type(g_args.type);
+  if (!type) return report_error(error("--type: {}", type.status().message()));
+  std::vector<KeepRule> keep;
+  for (const std::string& spec : g_args.keep) {
+    auto rule = parse_keep_rule(spec);
+    if (!rule) return report_error(rule.status());
+    keep.push_back(std::move(rule.value()));
+  }
+  std::error_code ec;
+  if (std::filesystem::equivalent(g_args.input, g_args.output, ec))
+    return report_error(error("the output {} is the input file; write to another path", g_args.output));
+  if (std::filesystem::is_directory(g_args.output, ec))
+    return report_error(error("the output {} is a directory; give a file name", g_args.output));
+
+  auto file = GgufFile::open(g_args.input);
+  if (!file) return report_error(file.status());
+  const TypePolicy policy(*type, std::move(keep));
+  auto plan_or = plan_quantization(*file, policy, g_args.allow_requantize);
+  if (!plan_or) return report_error(plan_or.status());
+  const QuantizePlan& plan = *plan_or;
+  auto strategy = make_quant_strategy(g_args.method, *file);
+  if (!strategy) return report_error(strategy.status());
+
+  const int threads = g_args.threads > 0 ? g_args.threads : static_cast<int>(std::thread::hardware_concurrency());
+  ThreadPool pool(threads);
+
+  GgufWriter writer(file->alignment());
+  for (const auto& [key, value] : file->metadata())
+    if (!key.starts_with("split.")) writer.set(key, value);  // one file out, as llama-quantize writes
+  writer.set_u32("general.quantization_version", kQuantizationVersion);
+  writer.set_u32("general.file_type", llama_file_type(*type));
+
+  for (const std::string& note : plan_notes(plan, policy)) fmt::print(stderr, "{}\n", note);
+  QuantizeProgress progress(plan, QuantizeProgress::stderr_is_tty());
+  std::vector<float> scratch;  // float rows of a non-F32 source, reused: one tensor at a time
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const TensorPlan& p = plan.tensors[i];
+    writer.add_tensor(p.source->name, p.source->shape, p.type, [&, i](uint8_t* dst) {
+      const TensorPlan& tp = plan.tensors[i];
+      progress.start(i);
+      Timer t;
+      Status st = produce_tensor(tp, **strategy, pool, scratch, dst);
+      file->drop_pages(*tp.source);  // read once: keep the resident set near one tensor
+      if (!st) {
+        progress.finish();
+        throw TensorFailed(st.message());
+      }
+      progress.done(i, t.seconds());
+    });
+  }
+  Status st = writer.write(g_args.output);
+  progress.finish();
+  if (!st) return report_error(st);
+
+  const auto bpw = [&](size_t bytes) { return plan.params ? 8.0 * static_cast<double>(bytes) / plan.params : 0.0; };
+  fmt::print("quantized {} -> {}: {} ({}), {} tensors: {}\n", g_args.input, g_args.output, dtype_name(*type),
+             (*strategy)->name(), plan.tensors.size(), tensor_counts(plan));
+  fmt::print("size {} -> {}, {:.2f} -> {:.2f} bits/weight, {:.2f} s ({} threads)\n",
+             human_size(static_cast<double>(plan.in_bytes)), human_size(static_cast<double>(plan.out_bytes)),
+             bpw(plan.in_bytes), bpw(plan.out_bytes), timer.seconds(), threads);
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_quantize_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("quantize", "Write a copy of a GGUF model with its weight matrices quantized");
+  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  sub->add_option("input", g_args.input, "Source GGUF file (F32, F16 or BF16 weights)")->required();
+  sub->add_option("output", g_args.output, "GGUF file to write (replaced atomically when done)")->required();
+  sub->add_option("--type", g_args.type,
+                  "Format of the weight matrices: Q8_0, Q6_K, Q5_K, Q4_K, Q4_0, Q3_K, Q2_K (also Q5_1, Q5_0, Q4_1, "
+                  "F16, BF16, F32)")
+      ->required();
+  sub->add_option("--keep", g_args.keep,
+                  "TYPE=REGEX: weight matrices whose name REGEX matches (anywhere: anchor with ^ and $) get TYPE "
+                  "instead; repeatable, the first matching rule wins. E.g. --keep q8_0='^output\\.weight|token_embd'")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--method", g_args.method.method, "Quantization method: rtn (round to nearest)");
+  sub->add_option("--calib", g_args.method.calib_path, "Calibration text for methods that need one (not rtn)");
+  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
+  sub->add_flag("--allow-requantize", g_args.allow_requantize,
+                "Allow sources whose tensors are already quantized (loses more precision)");
+  return {"quantize", sub, run_quantize};
+}
+
+}  // namespace pagoda
