@@ -48,12 +48,17 @@ class TensorFailed : public std::runtime_error {
 Status produce_tensor(const TensorPlan& p, QuantStrategy& strategy, ThreadPool& pool, std::vector<float>& scratch,
                       uint8_t* dst) {
   const GgufTensor& t = *p.source;
-  if (!p.convert) {
+  const std::vector<float>* replaced = strategy.replacement(t.name);
+  if (!p.convert && replaced == nullptr) {
     std::memcpy(dst, t.data, t.nbytes);
     return Status::ok();
   }
-  const float* w = reinterpret_cast<const float*>(t.data);
-  if (t.type != DType::F32 || reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0) {
+  if (!p.convert) {  // a tensor kept in its type whose values the method changed (AWQ's norms)
+    quantize_matrix(t.type, replaced->data(), p.rows, p.cols, dst, pool);
+    return Status::ok();
+  }
+  const float* w = replaced != nullptr ? replaced->data() : reinterpret_cast<const float*>(t.data);
+  if (replaced == nullptr && (t.type != DType::F32 || reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0)) {
     scratch.resize(static_cast<size_t>(p.rows * p.cols));
     dequantize_matrix(t.type, t.data, p.rows, p.cols, scratch.data(), pool);
     w = scratch.data();
@@ -94,11 +99,10 @@ int run_quantize() {
   auto plan_or = plan_quantization(*file, policy, g_args.allow_requantize);
   if (!plan_or) return report_error(plan_or.status());
   const QuantizePlan& plan = *plan_or;
-  auto strategy = make_quant_strategy(g_args.method, *file);
-  if (!strategy) return report_error(strategy.status());
-
   const int threads = g_args.threads > 0 ? g_args.threads : static_cast<int>(std::thread::hardware_concurrency());
   ThreadPool pool(threads);
+  auto strategy = make_quant_strategy(g_args.method, *file, policy, pool);
+  if (!strategy) return report_error(strategy.status());
 
   GgufWriter writer(file->alignment());
   for (const auto& [key, value] : file->metadata())
@@ -152,8 +156,12 @@ Subcommand add_quantize_command(CLI::App& app) {
                   "TYPE=REGEX: weight matrices whose name REGEX matches (anywhere: anchor with ^ and $) get TYPE "
                   "instead; repeatable, the first matching rule wins. E.g. --keep q8_0='^output\\.weight|token_embd'")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--method", g_args.method.method, "Quantization method: rtn (round to nearest)");
-  sub->add_option("--calib", g_args.method.calib_path, "Calibration text for methods that need one (not rtn)");
+  sub->add_option("--method", g_args.method.method,
+                  "rtn (round to nearest, default), awq (activation-aware channel scales) or gptq (Hessian-based "
+                  "error feedback); awq and gptq need --calib");
+  sub->add_option("--calib", g_args.method.calib_path, "Calibration text (plain UTF-8) for awq and gptq");
+  sub->add_option("--calib-tokens", g_args.method.calib_tokens, "Calibration tokens to run (default 4096)");
+  sub->add_option("--calib-ctx", g_args.method.calib_ctx, "Tokens per calibration chunk (default 512)");
   sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
   sub->add_flag("--allow-requantize", g_args.allow_requantize,
                 "Allow sources whose tensors are already quantized (loses more precision)");

@@ -29,6 +29,9 @@ void fill(BlockGrid& g, int first, int count, float scale, float offset) {
 bool has_block_grid(DType t) {
   switch (t) {
     case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
     case DType::Q8_0:
     case DType::Q2_K:
     case DType::Q3_K:
@@ -49,6 +52,18 @@ void make_block_grid(DType t, const float* x, BlockGrid& g) {
     case DType::Q4_0:
       g.level_min = -8, g.level_max = 7;
       fill(g, 0, kQK, fp16_to_fp32(block_of<BlockQ4_0>(g).d), 0.0f);
+      break;
+    case DType::Q4_1:
+      g.level_min = 0, g.level_max = 15;
+      fill(g, 0, kQK, fp16_to_fp32(block_of<BlockQ4_1>(g).d), fp16_to_fp32(block_of<BlockQ4_1>(g).m));
+      break;
+    case DType::Q5_0:
+      g.level_min = -16, g.level_max = 15;
+      fill(g, 0, kQK, fp16_to_fp32(block_of<BlockQ5_0>(g).d), 0.0f);
+      break;
+    case DType::Q5_1:
+      g.level_min = 0, g.level_max = 31;
+      fill(g, 0, kQK, fp16_to_fp32(block_of<BlockQ5_1>(g).d), fp16_to_fp32(block_of<BlockQ5_1>(g).m));
       break;
     case DType::Q8_0:
       g.level_min = -128, g.level_max = 127;
@@ -111,6 +126,23 @@ void encode_block_levels(const BlockGrid& g, const int* levels, void* dst) {
       int q[kQK];
       for (int j = 0; j < kQK; ++j) q[j] = levels[j] + 8;
       quant::pack_nibbles(q, static_cast<BlockQ4_0*>(dst)->qs);
+      break;
+    }
+    case DType::Q4_1:
+      quant::pack_nibbles(levels, static_cast<BlockQ4_1*>(dst)->qs);
+      break;
+    case DType::Q5_0: {
+      int q[kQK];
+      for (int j = 0; j < kQK; ++j) q[j] = levels[j] + 16;
+      auto* b = static_cast<BlockQ5_0*>(dst);
+      quant::pack_nibbles(q, b->qs);
+      quant::pack_fifth_bits(q, b->qh);
+      break;
+    }
+    case DType::Q5_1: {
+      auto* b = static_cast<BlockQ5_1*>(dst);
+      quant::pack_nibbles(levels, b->qs);
+      quant::pack_fifth_bits(levels, b->qh);
       break;
     }
     case DType::Q8_0: {

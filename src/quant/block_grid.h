@@ -23,7 +23,7 @@ struct BlockGrid {
   alignas(16) uint8_t block[kMaxBytes];  // the round-to-nearest block; holds the scales
 };
 
-// Formats with a grid: Q4_0 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K.
+// Formats with a grid: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K.
 bool has_block_grid(DType t);
 
 // Quantizes one block of x (dtype_info(t).block_size values) to nearest and reads back

@@ -18,6 +18,14 @@ inline void pack_nibbles(const Level* q, uint8_t* qs) {
     qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | ((q[j + kQK / 2] & 0x0f) << 4));
 }
 
+// Q5_0/Q5_1: bit 4 of value j is bit j of the 32-bit little-endian qh.
+template <typename Level>
+inline void pack_fifth_bits(const Level* q, uint8_t* qh) {
+  uint32_t bits = 0;
+  for (int j = 0; j < kQK; ++j) bits |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+  std::memcpy(qh, &bits, 4);
+}
+
 // 2-bit levels, four per byte: byte l of half h holds values 128h + l + 32k at bits 2k.
 template <typename Level>
 inline void pack_2bit(const Level* L, uint8_t* qs) {

@@ -36,7 +36,6 @@ inline uint32_t load_qh(const uint8_t* qh) {
   return v;
 }
 
-inline void store_qh(uint8_t* qh, uint32_t v) { std::memcpy(qh, &v, 4); }
 
 // Symmetric 4/5-bit: d = max / -(2^(bits-1)), q = trunc(x / d + offset + 0.5).
 template <int kLevels>
@@ -64,11 +63,6 @@ inline void affine_levels(const float* x, int* q, float* d_out, float* min_out) 
   *min_out = min;
 }
 
-inline uint32_t pack_fifth_bits(const int* q) {
-  uint32_t qh = 0;
-  for (int j = 0; j < kQK; ++j) qh |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
-  return qh;
-}
 
 }  // namespace
 
@@ -162,7 +156,7 @@ void quantize_row_q5_0(const float* __restrict src, void* __restrict dst, int64_
   int q[kQK];
   for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
     b[i].d = fp32_to_fp16(symmetric_levels<32>(src, q));
-    store_qh(b[i].qh, pack_fifth_bits(q));
+    pack_fifth_bits(q, b[i].qh);
     pack_nibbles(q, b[i].qs);
   }
 }
@@ -175,7 +169,7 @@ void quantize_row_q5_1(const float* __restrict src, void* __restrict dst, int64_
     affine_levels<32>(src, q, &d, &min);
     b[i].d = fp32_to_fp16(d);
     b[i].m = fp32_to_fp16(min);
-    store_qh(b[i].qh, pack_fifth_bits(q));
+    pack_fifth_bits(q, b[i].qh);
     pack_nibbles(q, b[i].qs);
   }
 }

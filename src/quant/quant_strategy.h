@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
@@ -32,6 +33,9 @@ class QuantStrategy {
   // Fills job.dst completely, or fails with a message naming the tensor. Called once per
   // tensor, from one thread; may use the pool.
   virtual Status quantize(const QuantJob& job, ThreadPool& pool) = 0;
+  // Float values to write instead of the source's for tensor `name` (AWQ folds its scales
+  // into norms and matrices), or null. Also asked for the tensors that are not quantized.
+  virtual const std::vector<float>* replacement(std::string_view name) const { return nullptr; }
 };
 
 // Round to nearest, row by row: the bytes of llama.cpp's quantize_row_*_ref.

@@ -13,7 +13,7 @@ namespace {
 using testing::make_row;
 using testing::Shape;
 
-const DType kGridTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kGridTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 TEST(BlockGrid, NearestLevelsOfTheSourceReencodeToTheRoundToNearestBlock) {
   for (DType t : kGridTypes) {
@@ -61,7 +61,7 @@ TEST(BlockGrid, LevelsAreClampedToTheFormatsRange) {
   EXPECT_EQ(nearest_level(g, 0, 1e6f), 15);
   EXPECT_EQ(nearest_level(g, 0, -1e6f), 0);
   EXPECT_FALSE(has_block_grid(DType::F16));
-  EXPECT_FALSE(has_block_grid(DType::Q5_1));
+  EXPECT_FALSE(has_block_grid(DType::BF16));
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 namespace pagoda {
 namespace {
 
-const DType kGridTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kGridTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // Inputs with a few dominant directions and channel scales spread over two decades, as
 // real activations have.
