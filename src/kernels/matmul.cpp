@@ -1,10 +1,13 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cassert>
 #include <vector>
 
 #include "kernels/dot_kernels.h"
+#include "kernels/w8a8_kernels.h"
 #include "quant/formats.h"
+#include "quant/w8a8.h"
 
 namespace pagoda {
 namespace {
@@ -19,9 +22,55 @@ constexpr int64_t kRowGrain = 16;
 // Tokens per tile: the activation rows a tile keeps hot while it streams weight rows.
 constexpr int64_t kTokenTile = 64;
 
+// W8A8 activations of the current call (64-byte rows), scales and quant sums.
+struct alignas(64) Line {
+  int8_t b[64];
+};
+thread_local std::vector<Line> t_w8a8_q;
+thread_local std::vector<float> t_w8a8_scale;
+thread_local std::vector<int32_t> t_w8a8_sum;
+
+// W8A8 rows per work item of the tile: two 16-row panels (w8a8_avx512_body.h).
+constexpr int64_t kW8A8RowGrain = 32;
+
+// W8A8 (I8 quants, row_scales): activations quantized per token once, then the tile gets
+// every token of the call, so each thread repacks its weight rows once, not per 64 tokens.
+void matmul_w8a8(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const W8A8Kernels& k = w8a8_kernels();
+  const size_t stride = w8a8_act_stride(w.cols);
+  t_w8a8_q.resize(stride / sizeof(Line) * static_cast<size_t>(n_tokens));
+  t_w8a8_scale.resize(static_cast<size_t>(n_tokens));
+  t_w8a8_sum.resize(static_cast<size_t>(n_tokens));
+  // Pointers, not the thread_local vectors: the workers have their own.
+  int8_t* q = t_w8a8_q.data()->b;
+  float* scale = t_w8a8_scale.data();
+  int32_t* sum = t_w8a8_sum.data();
+  pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t)
+      scale[t] = k.quantize_x(x + t * w.cols, w.cols, q + static_cast<size_t>(t) * stride, &sum[t]);
+  });
+  const W8A8Acts acts{q, stride, scale, sum};
+  const auto* wq = reinterpret_cast<const int8_t*>(w.data);
+  if (n_tokens == 1) {
+    pool.parallel_for(w.rows, kRowGrain, [&](int64_t r0, int64_t r1, int) {
+      k.gemv(w.cols, wq + r0 * w.row_stride, w.row_stride, w.row_scales + r0, r1 - r0, acts, y + r0);
+    });
+    return;
+  }
+  pool.parallel_for(w.rows, kW8A8RowGrain, [&](int64_t r0, int64_t r1, int) {
+    k.tile(w.cols, wq + r0 * w.row_stride, w.row_stride, w.row_scales + r0, r1 - r0, acts, n_tokens, y + r0,
+           static_cast<size_t>(w.rows));
+  });
+}
+
 }  // namespace
 
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (w.type == DType::I8) {
+    assert(w.row_scales != nullptr);
+    matmul_w8a8(w, x, n_tokens, y, pool);
+    return;
+  }
   const DotKernels& k = dot_kernels(w.type);
   const DType xt = vec_dot_type(w.type);
   const size_t xrow = row_bytes(xt, w.cols);
@@ -51,6 +100,10 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 void dequantize_weight_row(const WeightView& w, int64_t row, float* out) {
+  if (w.type == DType::I8) {
+    dequantize_row_w8a8(reinterpret_cast<const int8_t*>(w.row(row)), w.row_scales[row], out, w.cols);
+    return;
+  }
   dequantize_row(w.type, w.row(row), out, w.cols);
 }
 
