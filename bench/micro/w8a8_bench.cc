@@ -4,11 +4,13 @@
 //   q8_0_tile/<rows>x<cols>/<tokens>/<target> DotKernels::tile of Q8_0, the same count.
 //   w8a8_gemv/<isa>, q8_0_dot/<target>       decode over 4096 x 4096; bytes_per_second
 //                                            counts weight bytes read.
-// Activations are converted beforehand in both (each format converts once per matmul).
+// Activations are converted (and for W8A8 staged) beforehand in both: each format does that
+// once per matmul, for all threads.
 // Shapes: 2048 x 2048 (a 1B model's attention) and 5632 x 2048 (its FFN up/gate), 64 and 512
 // tokens. Run e.g. bin/pagoda-microbench --benchmark_filter='(w8a8|q8_0)_tile'
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -55,8 +57,9 @@ struct W8A8Activations {
   std::vector<int8_t> q;
   std::vector<float> scale;
   std::vector<int32_t> sum;
+  std::vector<int32_t> staged;
   size_t stride;
-  W8A8Acts view() const { return W8A8Acts{q.data(), stride, scale.data(), sum.data()}; }
+  W8A8Acts view() const { return W8A8Acts{q.data(), stride, scale.data(), sum.data(), staged.data()}; }
 };
 
 W8A8Activations w8a8_acts(int64_t tokens, int64_t cols) {
@@ -68,6 +71,12 @@ W8A8Activations w8a8_acts(int64_t tokens, int64_t cols) {
   for (int64_t t = 0; t < tokens; ++t)
     a.scale[t] = quantize_activation_w8a8(normal(cols, 100 + static_cast<uint32_t>(t)).data(), cols,
                                           a.q.data() + t * a.stride, &a.sum[t]);
+  const int64_t block = w8a8_staged_dwords(cols) * kW8A8BlockTokens;
+  const int64_t blocks = (tokens + kW8A8BlockTokens - 1) / kW8A8BlockTokens;
+  a.staged.resize(block * blocks);
+  for (int64_t b = 0; b < blocks; ++b)
+    w8a8_stage_block(a.view(), b * kW8A8BlockTokens, std::min(kW8A8BlockTokens, tokens - b * kW8A8BlockTokens), cols,
+                     a.staged.data() + b * block);
   return a;
 }
 

@@ -5,7 +5,7 @@
 // Each 4-byte product is pmaddubsw(|w|, x with w's sign) + pmaddwd + add: exact, since a
 // pmaddubsw pair sum is at most 2 * 128 * 127 < 2^15. gemv takes four rows per 32-byte
 // activation load; tile puts 8 rows in the lanes of a register (as w8a8_avx512_body.h
-// does with 16) in register blocks of 8 rows x 8 tokens.
+// does with 16), in register blocks of 8 rows x one staged block of 8 tokens.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -130,7 +130,6 @@ void gemv(int64_t n, const int8_t* w, size_t w_stride, const float* w_scale, int
 }
 
 thread_local Buffer t_panel;
-thread_local Buffer t_stage;
 
 // Rows [0, valid) of w into nj registers: lane r of register j = bytes 4j..4j+3 of row r.
 // Rows past `valid` repeat the last row, bytes past n are zero (see w8a8_avx512_body.h).
@@ -162,18 +161,18 @@ void repack(const int8_t* w, size_t ws, int64_t valid, int64_t n, __m256i* out) 
   }
 }
 
-// 8 rows (valid of them stored) x kT tokens, outputs at y + t * ys.
-template <int kT>
-void micro(int64_t nj, const __m256i* p, const Group& g, const float* ws, int64_t valid, float* y, size_t ys) {
-  __m256i acc[kT];
+// 8 rows (valid of them stored) x one staged block of 8 tokens, the first cnt stored at
+// y + t * ys.
+void micro(int64_t nj, const __m256i* p, const int32_t* xd, const float* xscale, int cnt, const float* ws,
+           int64_t valid, float* y, size_t ys) {
+  __m256i acc[kBlock];
 #pragma GCC unroll 8
-  for (int t = 0; t < kT; ++t) acc[t] = _mm256_setzero_si256();
-  const int32_t* xd = g.dw;
-  for (int64_t j = 0; j < nj; ++j, xd += kT) {
+  for (int t = 0; t < kBlock; ++t) acc[t] = _mm256_setzero_si256();
+  for (int64_t j = 0; j < nj; ++j, xd += kBlock) {
     const __m256i w = _mm256_load_si256(p + j);
     const __m256i aw = _mm256_abs_epi8(w);
 #pragma GCC unroll 8
-    for (int t = 0; t < kT; ++t) {
+    for (int t = 0; t < kBlock; ++t) {
       const __m256i pr = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(xd[t]), w));
       acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(pr, _mm256_set1_epi16(1)));
     }
@@ -181,8 +180,9 @@ void micro(int64_t nj, const __m256i* p, const Group& g, const float* ws, int64_
   const __m256i k = lane_mask(valid);
   const __m256 wsv = _mm256_maskload_ps(ws, k);
 #pragma GCC unroll 8
-  for (int t = 0; t < kT; ++t) {
-    const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(wsv, _mm256_set1_ps(g.scale[t])));
+  for (int t = 0; t < kBlock; ++t) {
+    if (t >= cnt) break;
+    const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(wsv, _mm256_set1_ps(xscale[t])));
     if (valid >= 8) _mm256_storeu_ps(y + t * ys, v);
     else _mm256_maskstore_ps(y + t * ys, k, v);
   }
@@ -192,31 +192,24 @@ void tile(int64_t n, const int8_t* w, size_t w_stride, const float* w_scale, int
           int64_t tokens, float* y, size_t y_stride) {
   if (tokens < 2) {
     for (int64_t t = 0; t < tokens; ++t) {
-      const W8A8Acts xt{x.q + t * x.stride, x.stride, x.scale + t, x.sum + t};
+      const W8A8Acts xt{x.q + t * x.stride, x.stride, x.scale + t, x.sum + t, nullptr};
       gemv(n, w, w_stride, w_scale, rows, xt, y + t * y_stride);
     }
     return;
   }
-  const int64_t nj = 4 * ((n + 15) / 16);
+  const int64_t nj = w8a8_staged_dwords(n);
   auto* panel = reinterpret_cast<__m256i*>(t_panel.get(static_cast<size_t>(nj + 1) / 2));
-  Z64* stage = t_stage.get(stage_regs(nj));
-  Group groups[kChunk];
+  TokenTerms terms;
   for (int64_t c0 = 0; c0 < tokens; c0 += kChunk) {
     const int64_t tc = min64(kChunk, tokens - c0);
-    const int ng = stage_groups<8>(x, c0, tc, nj, stage, groups);
-    float* yc = y + c0 * y_stride;
+    token_terms(x, c0, tc, terms);
     for (int64_t r0 = 0; r0 < rows; r0 += 8) {
       const int64_t valid = min64(8, rows - r0);
       repack(w + r0 * w_stride, w_stride, valid, n, panel);
-      for (int gi = 0; gi < ng; ++gi) {
-        const Group& g = groups[gi];
-        float* yg = yc + g.t0 * y_stride + r0;
-        switch (g.kT) {
-          case 8: micro<8>(nj, panel, g, w_scale + r0, valid, yg, y_stride); break;
-          case 4: micro<4>(nj, panel, g, w_scale + r0, valid, yg, y_stride); break;
-          case 2: micro<2>(nj, panel, g, w_scale + r0, valid, yg, y_stride); break;
-          default: micro<1>(nj, panel, g, w_scale + r0, valid, yg, y_stride); break;
-        }
+      for (int64_t t0 = 0; t0 < tc; t0 += kBlock) {
+        const int cnt = static_cast<int>(min64(kBlock, tc - t0));
+        micro(nj, panel, x.staged + (c0 + t0) * nj, terms.scale + t0, cnt, w_scale + r0, valid,
+              y + (c0 + t0) * static_cast<int64_t>(y_stride) + r0, y_stride);
       }
     }
   }

@@ -10,15 +10,15 @@
 //
 // tile (prefill, compute bound): rows in lanes, as the legacy Q8_0 tile
 // (legacy_avx512.cpp). Sixteen weight rows are transposed into registers whose lane r
-// holds 4 consecutive quants of row r ("a panel"), once per call and 240 tokens; each
+// holds 4 consecutive quants of row r ("a panel"), once per call and 256 tokens; each
 // activation dword is broadcast to all lanes, so one vpdpbusd does 64 multiply-adds for
-// 16 rows. A register block of 2 panels x 12 tokens reuses every weight load 12 times and
-// every broadcast twice, in 24 independent accumulator chains. Unlike Q8_0 there is no
-// per-block float work: a row's sum stays in int32 until the end, then one convert and
-// one multiply per output. The activations are staged token-interleaved (dword j of the
-// group's tokens side by side) so the micro-kernel reads them at constant offsets.
-// Without VNNI each 4-byte product is abs + mask-negate + pmaddubsw + pmaddwd + add, and
-// the block is 2 panels x 8 tokens to leave registers for the temporaries.
+// 16 rows. A register block of 2 panels x 8 tokens reuses every weight load 8 times and
+// every broadcast twice, in 16 independent accumulator chains (12 tokens measured no
+// faster). Unlike Q8_0 there is no per-block float work: a row's sum stays in int32 until
+// the end, then one convert and one multiply per output. The activations come staged in
+// blocks of 8 tokens (w8a8_stage_block, once per matmul for all threads), so a step's 8
+// broadcasts sit side by side. Without VNNI each 4-byte product is abs + mask-negate +
+// pmaddubsw + pmaddwd + add.
 #pragma once
 
 #include <immintrin.h>
@@ -161,7 +161,6 @@ void gemv(int64_t n, const int8_t* w, size_t w_stride, const float* w_scale, int
 // ---------------------------------------------------------------- tile
 
 thread_local Buffer t_panels;
-thread_local Buffer t_stage;
 
 // Repacks rows [0, valid) of w (row stride ws) into nj = 4 * ceil(n / 16) registers: lane
 // r of register j = bytes 4j..4j+3 of row r, prepared for dot4. Rows past `valid` repeat
@@ -196,52 +195,39 @@ void repack(const int8_t* w, size_t ws, int64_t valid, int64_t n, __m512i* out, 
   }
 }
 
-// Rows x kT tokens: kP panels of 16 rows (p[0], p[1]) with row scales ws[p] and valid[p]
-// rows each; outputs at y + t * ys + 16 * p.
-template <bool kVnni, int kP, int kT>
-void micro(int64_t nj, const __m512i* const* p, const Group& g, const float* const* ws, const int64_t* valid, float* y,
-           size_t ys) {
-  __m512i acc[kP][kT];
-#pragma GCC unroll 16
-  for (int t = 0; t < kT; ++t) {
-    const __m512i c = kVnni ? _mm512_set1_epi32(g.corr[t]) : _mm512_setzero_si512();
-#pragma GCC unroll 2
-    for (int q = 0; q < kP; ++q) acc[q][t] = c;
-  }
-  const __m512i* p0 = p[0];
-  const __m512i* p1 = p[kP - 1];
-  const int32_t* xd = g.dw;
-  for (int64_t j = 0; j < nj; ++j, xd += kT) {
-    const __m512i w0 = _mm512_load_si512(p0 + j);
-    const __m512i w1 = _mm512_load_si512(p1 + j);
-#pragma GCC unroll 16
-    for (int t = 0; t < kT; ++t) {
-      const __m512i b = _mm512_set1_epi32(xd[t]);
-      acc[0][t] = dot4<kVnni>(acc[0][t], w0, b);
-      if constexpr (kP == 2) acc[1][t] = dot4<kVnni>(acc[1][t], w1, b);
-    }
-  }
-#pragma GCC unroll 2
-  for (int q = 0; q < kP; ++q) {
-    const __mmask16 k = mask16(valid[q]);
-    const __m512 wsv = _mm512_maskz_loadu_ps(k, ws[q]);
-#pragma GCC unroll 16
-    for (int t = 0; t < kT; ++t) {
-      const __m512 s = _mm512_mul_ps(wsv, _mm512_set1_ps(g.scale[t]));
-      _mm512_mask_storeu_ps(y + t * ys + 16 * q, k, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[q][t]), s));
-    }
-  }
-}
-
+// kP panels of 16 rows (p0, p1; row scales ws0, ws1; v0, v1 rows valid) x one staged
+// block of 8 tokens at xd, of which the first `cnt` are stored at y + t * ys (+ 16 for p1).
+// Two arrays rather than acc[2][8]: GCC keeps arrays up to 768 bytes in registers.
 template <bool kVnni, int kP>
-void micro_group(int64_t nj, const __m512i* const* p, const Group& g, const float* const* ws, const int64_t* valid,
-                 float* y, size_t ys) {
-  switch (g.kT) {
-    case 12: micro<kVnni, kP, 12>(nj, p, g, ws, valid, y, ys); break;
-    case 8: micro<kVnni, kP, 8>(nj, p, g, ws, valid, y, ys); break;
-    case 4: micro<kVnni, kP, 4>(nj, p, g, ws, valid, y, ys); break;
-    case 2: micro<kVnni, kP, 2>(nj, p, g, ws, valid, y, ys); break;
-    default: micro<kVnni, kP, 1>(nj, p, g, ws, valid, y, ys); break;
+void micro(int64_t nj, const __m512i* p0, const __m512i* p1, const int32_t* xd, const int32_t* corr,
+           const float* xscale, int cnt, const float* ws0, const float* ws1, int64_t v0, int64_t v1, float* y,
+           size_t ys) {
+  __m512i a0[kBlock], a1[kBlock];
+#pragma GCC unroll 8
+  for (int t = 0; t < kBlock; ++t) {
+    a0[t] = kVnni ? _mm512_set1_epi32(corr[t]) : _mm512_setzero_si512();
+    a1[t] = a0[t];
+  }
+  for (int64_t j = 0; j < nj; ++j, xd += kBlock) {
+    const __m512i w0 = _mm512_load_si512(p0 + j);
+    const __m512i w1 = _mm512_load_si512((kP == 2 ? p1 : p0) + j);
+#pragma GCC unroll 8
+    for (int t = 0; t < kBlock; ++t) {
+      const __m512i b = _mm512_set1_epi32(xd[t]);
+      a0[t] = dot4<kVnni>(a0[t], w0, b);
+      if constexpr (kP == 2) a1[t] = dot4<kVnni>(a1[t], w1, b);
+    }
+  }
+  const __mmask16 k0 = mask16(v0), k1 = mask16(v1);
+  const __m512 s0 = _mm512_maskz_loadu_ps(k0, ws0);
+  const __m512 s1 = kP == 2 ? _mm512_maskz_loadu_ps(k1, ws1) : s0;
+#pragma GCC unroll 8
+  for (int t = 0; t < kBlock; ++t) {
+    if (t >= cnt) break;
+    const __m512 xs = _mm512_set1_ps(xscale[t]);
+    _mm512_mask_storeu_ps(y + t * ys, k0, _mm512_mul_ps(_mm512_cvtepi32_ps(a0[t]), _mm512_mul_ps(s0, xs)));
+    if constexpr (kP == 2)
+      _mm512_mask_storeu_ps(y + t * ys + 16, k1, _mm512_mul_ps(_mm512_cvtepi32_ps(a1[t]), _mm512_mul_ps(s1, xs)));
   }
 }
 
@@ -251,35 +237,36 @@ void tile(int64_t n, const int8_t* w, size_t w_stride, const float* w_scale, int
   if (tokens < 2) {
     // With a single token repacking costs about as much as the dots it feeds.
     for (int64_t t = 0; t < tokens; ++t) {
-      const W8A8Acts xt{x.q + t * x.stride, x.stride, x.scale + t, x.sum + t};
+      const W8A8Acts xt{x.q + t * x.stride, x.stride, x.scale + t, x.sum + t, nullptr};
       gemv<kVnni>(n, w, w_stride, w_scale, rows, xt, y + t * y_stride);
     }
     return;
   }
-  const int64_t nj = 4 * ((n + 15) / 16);
-  __m512i* panels = reinterpret_cast<__m512i*>(t_panels.get(static_cast<size_t>(2 * nj)));
-  const __m512i* p[2] = {panels, panels + nj};
-  Z64* stage = t_stage.get(stage_regs(nj));
-  Group groups[kChunk];
+  const int64_t nj = w8a8_staged_dwords(n);
+  __m512i* p0 = reinterpret_cast<__m512i*>(t_panels.get(static_cast<size_t>(2 * nj)));
+  __m512i* p1 = p0 + nj;
+  TokenTerms terms;
   for (int64_t c0 = 0; c0 < tokens; c0 += kChunk) {
     const int64_t tc = min64(kChunk, tokens - c0);
-    const int ng = stage_groups<kVnni ? 12 : 8>(x, c0, tc, nj, stage, groups);
-    float* yc = y + c0 * y_stride;
+    token_terms(x, c0, tc, terms);
     for (int64_t r0 = 0; r0 < rows; r0 += 32) {
-      const int64_t valid[2] = {min64(16, rows - r0), min64(16, rows - r0 - 16)};
+      const int64_t v0 = min64(16, rows - r0), v1 = min64(16, rows - r0 - 16);
       const int64_t nr = r0 + 32;  // the next pair of panels
       const int8_t* next0 = nr < rows ? w + nr * w_stride : nullptr;
       const int8_t* next1 = nr + 16 < rows ? w + (nr + 16) * w_stride : nullptr;
-      repack<kVnni>(w + r0 * w_stride, w_stride, valid[0], n, panels, next0, next0 ? min64(16, rows - nr) : 0);
-      if (valid[1] > 0)
-        repack<kVnni>(w + (r0 + 16) * w_stride, w_stride, valid[1], n, panels + nj, next1,
-                      next1 ? min64(16, rows - nr - 16) : 0);
-      const float* ws[2] = {w_scale + r0, valid[1] > 0 ? w_scale + r0 + 16 : w_scale + r0};
-      for (int gi = 0; gi < ng; ++gi) {
-        const Group& g = groups[gi];
-        float* yg = yc + g.t0 * y_stride + r0;
-        if (valid[1] > 0) micro_group<kVnni, 2>(nj, p, g, ws, valid, yg, y_stride);
-        else micro_group<kVnni, 1>(nj, p, g, ws, valid, yg, y_stride);
+      repack<kVnni>(w + r0 * w_stride, w_stride, v0, n, p0, next0, next0 ? min64(16, rows - nr) : 0);
+      if (v1 > 0)
+        repack<kVnni>(w + (r0 + 16) * w_stride, w_stride, v1, n, p1, next1, next1 ? min64(16, rows - nr - 16) : 0);
+      const float* ws0 = w_scale + r0;
+      const float* ws1 = v1 > 0 ? ws0 + 16 : ws0;
+      for (int64_t t0 = 0; t0 < tc; t0 += kBlock) {
+        const int32_t* xd = x.staged + (c0 + t0) * nj;
+        const int cnt = static_cast<int>(min64(kBlock, tc - t0));
+        float* yb = y + (c0 + t0) * static_cast<int64_t>(y_stride) + r0;
+        if (v1 > 0)
+          micro<kVnni, 2>(nj, p0, p1, xd, terms.corr + t0, terms.scale + t0, cnt, ws0, ws1, v0, v1, yb, y_stride);
+        else
+          micro<kVnni, 1>(nj, p0, p1, xd, terms.corr + t0, terms.scale + t0, cnt, ws0, ws1, v0, v1, yb, y_stride);
       }
     }
   }

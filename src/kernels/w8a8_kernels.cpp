@@ -1,5 +1,7 @@
 #include "kernels/w8a8_kernels.h"
 
+#include <cstring>
+
 #include "base/cpu_features.h"
 #include "kernels/w8a8_bodies.h"
 #include "quant/w8a8.h"
@@ -22,6 +24,21 @@ void scalar_tile(int64_t n, const int8_t* w, size_t w_stride, const float* w_sca
 }
 
 }  // namespace
+
+int64_t w8a8_staged_dwords(int64_t n) { return 4 * ((n + 15) / 16); }
+
+void w8a8_stage_block(const W8A8Acts& x, int64_t t0, int64_t count, int64_t n, int32_t* out) {
+  const int64_t nj = w8a8_staged_dwords(n);
+  for (int64_t i = 0; i < kW8A8BlockTokens; ++i) {
+    if (i < count) {
+      // Inside the zero-padded row: nj dwords never pass w8a8_act_stride(n).
+      const int8_t* row = x.q + (t0 + i) * static_cast<int64_t>(x.stride);
+      for (int64_t j = 0; j < nj; ++j) std::memcpy(out + j * kW8A8BlockTokens + i, row + 4 * j, 4);
+    } else {
+      for (int64_t j = 0; j < nj; ++j) out[j * kW8A8BlockTokens + i] = 0;
+    }
+  }
+}
 
 std::vector<W8A8Isa> runnable_w8a8_isas() {
   const CpuFeatures& f = cpu_features();

@@ -9,6 +9,7 @@
 // PAGODA_CPU=avx2 / scalar cap the bodies listed, as for every kernel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -44,10 +45,12 @@ struct Acts {
   std::vector<int8_t> q;
   std::vector<float> scale;
   std::vector<int32_t> sum;
+  std::vector<int32_t> staged;
   size_t stride = 0;
-  W8A8Acts view() const { return W8A8Acts{q.data(), stride, scale.data(), sum.data()}; }
+  W8A8Acts view() const { return W8A8Acts{q.data(), stride, scale.data(), sum.data(), staged.data()}; }
 };
 
+// Rows and staged blocks, as matmul() prepares them.
 Acts quantize(const W8A8Kernels& k, const std::vector<float>& x, int64_t tokens, int64_t n) {
   Acts a;
   a.stride = w8a8_act_stride(n);
@@ -56,7 +59,30 @@ Acts quantize(const W8A8Kernels& k, const std::vector<float>& x, int64_t tokens,
   a.sum.resize(tokens);
   for (int64_t t = 0; t < tokens; ++t)
     a.scale[t] = k.quantize_x(x.data() + t * n, n, a.q.data() + t * a.stride, &a.sum[t]);
+  const int64_t block = w8a8_staged_dwords(n) * kW8A8BlockTokens;
+  const int64_t blocks = (tokens + kW8A8BlockTokens - 1) / kW8A8BlockTokens;
+  a.staged.assign(block * blocks, -1);
+  for (int64_t b = 0; b < blocks; ++b)
+    w8a8_stage_block(a.view(), b * kW8A8BlockTokens, std::min(kW8A8BlockTokens, tokens - b * kW8A8BlockTokens), n,
+                     a.staged.data() + b * block);
   return a;
+}
+
+TEST(W8A8Stage, BlocksInterleaveTokensByDwordAndPadWithZeros) {
+  const int64_t n = 20, tokens = 3;  // 20 quants: 2 chunks of 16 bytes, 8 dwords per token
+  ASSERT_EQ(w8a8_staged_dwords(n), 8);
+  std::vector<float> x(tokens * n);
+  for (int64_t i = 0; i < tokens * n; ++i) x[i] = static_cast<float>(i % n + 1) * (i < n ? 1.0f : -1.0f);
+  const Acts a = quantize(w8a8_kernels(W8A8Isa::kScalar), x, tokens, n);
+  ASSERT_EQ(a.staged.size(), 8u * 8u);
+  for (int64_t j = 0; j < 8; ++j)
+    for (int64_t i = 0; i < 8; ++i) {
+      int32_t want = 0;
+      if (i < tokens) std::memcpy(&want, a.q.data() + i * a.stride + 4 * j, 4);
+      EXPECT_EQ(a.staged[j * 8 + i], want) << "dword " << j << " token " << i;
+    }
+  EXPECT_EQ(a.staged[4 * 8 + 0] >> 24, 127) << "quants 16-19 of token 0 end on its largest value";
+  EXPECT_EQ(a.staged[5 * 8 + 0], 0) << "then the row's zero padding";
 }
 
 std::vector<float> normal_floats(int64_t n, std::mt19937& rng) {
@@ -150,7 +176,7 @@ TEST_P(W8A8SimdTest, TileMatchesScalarInsideAWiderOutput) {
   std::mt19937 rng(5);
   const float kSentinel = -12345.0f;
   for (int64_t n : {32, 96, 160, 1056, 7, 100}) {
-    for (int64_t tokens : {1, 2, 3, 7, 12, 16, 17, 19, 20, 64, 130, 250}) {
+    for (int64_t tokens : {1, 2, 3, 7, 8, 9, 16, 17, 20, 64, 130, 300}) {
       for (int64_t rows : {1, 7, 8, 15, 16, 17, 31, 32, 33, 50}) {
         if (n >= 1056 && rows > 17 && tokens > 20) continue;  // the scalar reference is slow
         const std::vector<int8_t> w = raw_weights(rows, n, rng);
