@@ -35,10 +35,11 @@
 namespace pagoda::simd {
 namespace {
 
+// The first k (clamped to 0..16 / 0..64) lanes.
 inline __mmask16 mask16(int64_t k) {
-  return k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << k) - 1);
+  return k >= 16 ? static_cast<__mmask16>(0xFFFF) : k <= 0 ? 0 : static_cast<__mmask16>((1u << k) - 1);
 }
-inline __mmask64 mask64(int64_t k) { return k >= 64 ? ~0ull : (1ull << k) - 1; }
+inline __mmask64 mask64(int64_t k) { return k >= 64 ? ~0ull : k <= 0 ? 0 : (1ull << k) - 1; }
 
 // ---------------------------------------------------------------- activations
 
