@@ -39,6 +39,7 @@ constexpr int64_t kW8A8RowGrain = 32;
 // parallel by blocks of 8 tokens, then the tile gets every token of the call, so each
 // thread repacks its weight rows once, not once per 64 tokens.
 void matmul_w8a8(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (n_tokens <= 0) return;
   const W8A8Kernels& k = w8a8_kernels();
   const int64_t cols = w.cols;
   const size_t stride = w8a8_act_stride(cols);

@@ -28,8 +28,8 @@
 #include <cstring>
 
 #include "kernels/legacy_layout.h"
-#include "kernels/w8a8_tile_common.h"
 #include "kernels/w8a8_kernels.h"
+#include "kernels/w8a8_tile_common.h"
 #include "quant/w8a8.h"
 
 namespace pagoda::simd {

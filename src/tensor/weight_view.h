@@ -17,7 +17,7 @@ struct WeightView {
   int64_t cols = 0;
   size_t row_stride = 0;
   const uint8_t* data = nullptr;
-  const float* row_scales = nullptr;  // W8A8 only: rows values; value = q * row_scales[r]
+  const float* row_scales = nullptr;  // W8A8 only, one per row: value = q * row_scales[r]
 
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride; }
   bool empty() const { return data == nullptr; }
