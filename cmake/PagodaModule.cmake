@@ -17,10 +17,14 @@ function(pagoda_module name)
   endif()
   # SIMD bodies are compiled once per target and chosen at run time (base/cpu_features.h):
   # a file named *_avx2.cpp gets AVX2+FMA+F16C, *_avx512.cpp the AVX-512 set of Zen 4 /
-  # Ice Lake (F, BW, VL, DQ, VNNI, BF16). Nothing else is built for a specific CPU.
+  # Ice Lake (F, BW, VL, DQ, VNNI, BF16), *_avx512bw.cpp that of Skylake-X (F, BW, VL,
+  # DQ: no VNNI). Nothing else is built for a specific CPU.
   foreach(src ${srcs})
     if(src MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mbmi2")
+    elseif(src MATCHES "_avx512bw\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq")
     elseif(src MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
         "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   CLI::App app{"Write a random-weight GGUF model"};
   app.add_option("--arch", s.arch, "llama | qwen2 | gemma3")->check(CLI::IsMember({"llama", "qwen2", "gemma3"}));
-  app.add_option("--type", type, "Format of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, ...");
+  app.add_option("--type", type, "Format of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, ..., W8A8");
   app.add_option("-o,--output", out, "Output GGUF path")->required();
   app.add_option("--dim", s.dim, "Embedding width");
   app.add_option("--layers", s.layers, "Number of layers");
@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", s.seed, "Seed of the weights");
   app.add_option("-t,--threads", threads, "Threads");
   CLI11_PARSE(app, argc, argv);
-  auto t = dtype_from_name(type);
+  // W8A8 is a pair of tensors per matrix, not a GGUF type; the spec spells it I8.
+  auto t = type == "W8A8" ? std::optional<DType>(DType::I8) : dtype_from_name(type);
   if (!t) {
     fmt::print(stderr, "error: unknown --type {}\n", type);
     return 1;

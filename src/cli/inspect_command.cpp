@@ -8,6 +8,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "cli/commands.h"
+#include "quant/w8a8.h"
 
 namespace pagoda {
 namespace {
@@ -64,15 +65,20 @@ int run_inspect() {
   size_t bytes = 0;
   fmt::print("\ntensors:\n");
   size_t shown = 0;
+  size_t w8a8_tensors = 0;
   for (const auto& t : f.tensors()) {
     params += t.num_elements();
     bytes += t.nbytes;
-    auto& e = by_type[std::string(dtype_name(t.type))];
+    // An I8 matrix with a companion scale tensor is W8A8 (src/quant/w8a8.h).
+    const bool w8a8 = t.type == DType::I8 && f.find_tensor(t.name + std::string(kW8A8ScaleSuffix)) != nullptr;
+    w8a8_tensors += w8a8 ? 1 : 0;
+    const std::string type_name = w8a8 ? std::string(kW8A8FormatName) : std::string(dtype_name(t.type));
+    auto& e = by_type[type_name];
     e.first += 1;
     e.second += t.nbytes;
     const bool layer = t.name.rfind("blk.", 0) == 0;
     if (g_args.all_tensors || !layer || t.name.rfind("blk.0.", 0) == 0) {
-      fmt::print("  {:<36} {:<6} [{}] {}\n", t.name, dtype_name(t.type), fmt::join(t.shape, ", "),
+      fmt::print("  {:<36} {:<6} [{}] {}\n", t.name, type_name, fmt::join(t.shape, ", "),
                  human_bytes(static_cast<double>(t.nbytes)));
       ++shown;
     }
@@ -82,6 +88,10 @@ int run_inspect() {
   fmt::print("\nformats:\n");
   for (const auto& [name, e] : by_type)
     fmt::print("  {:<6} {:>5} tensors  {}\n", name, e.first, human_bytes(static_cast<double>(e.second)));
+  if (w8a8_tensors > 0)
+    fmt::print("  {} is a Pagoda format (int8 weights with an F32 scale per row in <name>{}, int8 activations "
+               "per token): llama.cpp cannot load this file\n",
+               kW8A8FormatName, kW8A8ScaleSuffix);
   fmt::print("\nparameters: {} ({:.1f}M), weights {} ({:.2f} bits/weight)\n", params, params / 1e6,
              human_bytes(static_cast<double>(bytes)), params ? 8.0 * bytes / params : 0.0);
   ThreadPool pool(1);

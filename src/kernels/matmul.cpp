@@ -1,10 +1,13 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cassert>
 #include <vector>
 
 #include "kernels/dot_kernels.h"
+#include "kernels/w8a8_kernels.h"
 #include "quant/formats.h"
+#include "quant/w8a8.h"
 
 namespace pagoda {
 namespace {
@@ -19,9 +22,69 @@ constexpr int64_t kRowGrain = 16;
 // Tokens per tile: the activation rows a tile keeps hot while it streams weight rows.
 constexpr int64_t kTokenTile = 64;
 
+// W8A8 activations of the current call: rows (64-byte aligned), scales, quant sums and
+// the staged blocks the tile reads.
+struct alignas(64) Line {
+  int8_t b[64];
+};
+thread_local std::vector<Line> t_w8a8_q;
+thread_local std::vector<float> t_w8a8_scale;
+thread_local std::vector<int32_t> t_w8a8_sum;
+thread_local std::vector<Line> t_w8a8_staged;
+
+// W8A8 rows per work item of the tile: two 16-row panels (w8a8_avx512_body.h).
+constexpr int64_t kW8A8RowGrain = 32;
+
+// W8A8 (I8 quants, row_scales): activations are quantized and staged once per call, in
+// parallel by blocks of 8 tokens, then the tile gets every token of the call, so each
+// thread repacks its weight rows once, not once per 64 tokens.
+void matmul_w8a8(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (n_tokens <= 0) return;
+  const W8A8Kernels& k = w8a8_kernels();
+  const int64_t cols = w.cols;
+  const size_t stride = w8a8_act_stride(cols);
+  const int64_t blocks = (n_tokens + kW8A8BlockTokens - 1) / kW8A8BlockTokens;
+  const size_t block_dwords = static_cast<size_t>(w8a8_staged_dwords(cols) * kW8A8BlockTokens);
+  const bool tiled = n_tokens > 1;
+  t_w8a8_q.resize(stride / sizeof(Line) * static_cast<size_t>(n_tokens));
+  t_w8a8_scale.resize(static_cast<size_t>(n_tokens));
+  t_w8a8_sum.resize(static_cast<size_t>(n_tokens));
+  if (tiled) t_w8a8_staged.resize((block_dwords * 4 * static_cast<size_t>(blocks) + 63) / 64);
+  // Pointers, not the thread_local vectors: the workers have their own.
+  int8_t* q = t_w8a8_q.data()->b;
+  float* scale = t_w8a8_scale.data();
+  int32_t* sum = t_w8a8_sum.data();
+  int32_t* staged = tiled ? reinterpret_cast<int32_t*>(t_w8a8_staged.data()) : nullptr;
+  const W8A8Acts acts{q, stride, scale, sum, staged};
+  pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t t0 = b * kW8A8BlockTokens, t1 = std::min(n_tokens, t0 + kW8A8BlockTokens);
+      for (int64_t t = t0; t < t1; ++t)
+        scale[t] = k.quantize_x(x + t * cols, cols, q + static_cast<size_t>(t) * stride, &sum[t]);
+      if (tiled) w8a8_stage_block(acts, t0, t1 - t0, cols, staged + static_cast<size_t>(b) * block_dwords);
+    }
+  });
+  const auto* wq = reinterpret_cast<const int8_t*>(w.data);
+  if (!tiled) {
+    pool.parallel_for(w.rows, kRowGrain, [&](int64_t r0, int64_t r1, int) {
+      k.gemv(cols, wq + r0 * w.row_stride, w.row_stride, w.row_scales + r0, r1 - r0, acts, y + r0);
+    });
+    return;
+  }
+  pool.parallel_for(w.rows, kW8A8RowGrain, [&](int64_t r0, int64_t r1, int) {
+    k.tile(cols, wq + r0 * w.row_stride, w.row_stride, w.row_scales + r0, r1 - r0, acts, n_tokens, y + r0,
+           static_cast<size_t>(w.rows));
+  });
+}
+
 }  // namespace
 
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  if (w.type == DType::I8) {
+    assert(w.row_scales != nullptr);
+    matmul_w8a8(w, x, n_tokens, y, pool);
+    return;
+  }
   const DotKernels& k = dot_kernels(w.type);
   const DType xt = vec_dot_type(w.type);
   const size_t xrow = row_bytes(xt, w.cols);
@@ -51,6 +114,10 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 void dequantize_weight_row(const WeightView& w, int64_t row, float* out) {
+  if (w.type == DType::I8) {
+    dequantize_row_w8a8(reinterpret_cast<const int8_t*>(w.row(row)), w.row_scales[row], out, w.cols);
+    return;
+  }
   dequantize_row(w.type, w.row(row), out, w.cols);
 }
 

@@ -3,6 +3,8 @@
 // weight format's vec-dot type (src/quant/formats.h), then output rows are split across
 // the thread pool; each worker streams its weight rows once for all tokens of the batch.
 // Scratch space is reused across calls, so the per-token path does not allocate.
+// W8A8 weights (type I8 with row_scales, src/quant/w8a8.h) take their own path
+// (w8a8_kernels.h): activations become int8 per token and every token goes to the tile.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include "base/thread_pool.h"
 #include "gguf/gguf_writer.h"
 #include "quant/formats.h"
+#include "quant/w8a8.h"
 
 namespace pagoda {
 namespace {
@@ -83,7 +84,10 @@ uint32_t file_type(DType t) {
 
 Status write_random_model(const RandomModelSpec& spec, const std::string& path) {
   RandomModelSpec s = spec;
-  if (!can_quantize(s.type)) return error("random model: Pagoda cannot write {} tensors", dtype_name(s.type));
+  const bool w8a8 = s.type == DType::I8;
+  const std::string type_name = w8a8 ? std::string(kW8A8FormatName) : std::string(dtype_name(s.type));
+  if (!w8a8 && !can_quantize(s.type))
+    return error("random model: Pagoda cannot write {} tensors", dtype_name(s.type));
   if (s.vocab < 262) return error("random model: vocab must be at least 262 (3 specials + 256 byte tokens + letters)");
   if (s.dim <= 0 || s.layers <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.ff <= 0)
     return error("random model: sizes must be positive");
@@ -97,8 +101,10 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   GgufWriter w;
   const std::string p = s.arch + ".";
   w.set_string("general.architecture", s.arch);
-  w.set_string("general.name", fmt::format("pagoda-random-{}-{}", s.arch, dtype_name(s.type)));
-  w.set_u32("general.file_type", file_type(s.type));
+  w.set_string("general.name", fmt::format("pagoda-random-{}-{}", s.arch, type_name));
+  // llama.cpp has no file type for W8A8; the pagoda key says what the file is instead.
+  if (w8a8) w.set_string(std::string(kW8A8FormatKey), std::string(kW8A8FormatName));
+  else w.set_u32("general.file_type", file_type(s.type));
   w.set_u32(p + "context_length", s.ctx);
   w.set_u32(p + "embedding_length", s.dim);
   w.set_u32(p + "block_count", s.layers);
@@ -131,13 +137,34 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
     const uint64_t seed = ++tensor_seed;
     const DType t = s.type;
+    const float stddev = scale / std::sqrt(static_cast<float>(cols));
+    if (w8a8) {
+      // The quants and their row scales, each tensor filled by regenerating the rows (the
+      // writer asks for one tensor at a time); the values equal those of any other format.
+      auto rows_w8a8 = [=](int8_t* q, float* scales) {
+        ThreadPool::global().parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+          std::vector<float> row(cols);
+          std::vector<int8_t> scratch(q == nullptr ? cols : 0);
+          for (int64_t r = r0; r < r1; ++r) {
+            fill_normal(seed * 0x100000001b3ull + static_cast<uint64_t>(r), row.data(), cols, stddev, 0.0f);
+            int8_t* dst = q != nullptr ? q + r * cols : scratch.data();
+            const float d = quantize_row_w8a8(row.data(), dst, cols);
+            if (scales != nullptr) scales[r] = d;
+          }
+        });
+      };
+      w.add_tensor(name, {cols, rows}, DType::I8,
+                   [=](uint8_t* dst) { rows_w8a8(reinterpret_cast<int8_t*>(dst), nullptr); });
+      w.add_tensor(name + std::string(kW8A8ScaleSuffix), {rows}, DType::F32,
+                   [=](uint8_t* dst) { rows_w8a8(nullptr, reinterpret_cast<float*>(dst)); });
+      return;
+    }
     w.add_tensor(name, {cols, rows}, t, [=](uint8_t* dst) {
       const size_t rb = row_bytes(t, cols);
       ThreadPool::global().parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
         std::vector<float> row(cols);
         for (int64_t r = r0; r < r1; ++r) {
-          fill_normal(seed * 0x100000001b3ull + static_cast<uint64_t>(r), row.data(), cols,
-                      scale / std::sqrt(static_cast<float>(cols)), 0.0f);
+          fill_normal(seed * 0x100000001b3ull + static_cast<uint64_t>(r), row.data(), cols, stddev, 0.0f);
           quantize_row(t, row.data(), dst + static_cast<size_t>(r) * rb, cols);
         }
       });

@@ -16,7 +16,8 @@ namespace pagoda {
 
 struct RandomModelSpec {
   std::string arch = "llama";  // llama | qwen2 | gemma3
-  DType type = DType::F32;     // format of the 2-D weights; norms and biases stay F32
+  DType type = DType::F32;     // format of the 2-D weights; norms and biases stay F32.
+                               // I8 means W8A8 (I8 quants + F32 row scales, quant/w8a8.h)
   int32_t dim = 64;
   int32_t layers = 2;
   int32_t heads = 4;

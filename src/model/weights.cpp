@@ -2,6 +2,7 @@
 
 #include "gguf/gguf_file.h"
 #include "quant/formats.h"
+#include "quant/w8a8.h"
 
 namespace pagoda {
 
@@ -16,6 +17,7 @@ Result<WeightView> WeightBinder::matrix(const std::string& name, int64_t rows, i
   if (t->shape.size() != 2 || t->shape[0] != cols || t->shape[1] != rows)
     return error("{}: tensor {} has shape {}, expected [{}, {}]", file_.path(), name, fmt::join(t->shape, "x"), cols,
                  rows);
+  if (t->type == DType::I8) return w8a8_matrix(*t, rows, cols);
   if (!can_dequantize(t->type))
     return error("{}: tensor {} has type {}, which Pagoda cannot compute with", file_.path(), name,
                  dtype_name(t->type));
@@ -25,6 +27,33 @@ Result<WeightView> WeightBinder::matrix(const std::string& name, int64_t rows, i
   w.cols = cols;
   w.row_stride = row_bytes(t->type, cols);
   w.data = t->data;
+  return w;
+}
+
+// An I8 matrix is W8A8 (src/quant/w8a8.h): its per-row scales sit in a companion tensor.
+Result<WeightView> WeightBinder::w8a8_matrix(const GgufTensor& t, int64_t rows, int64_t cols) {
+  const std::string scale_name = t.name + std::string(kW8A8ScaleSuffix);
+  const GgufTensor* s = file_.find_tensor(scale_name);
+  if (s == nullptr)
+    return error("{}: tensor {} is I8 but its W8A8 row scales {} are missing (a W8A8 file holds an F32 [{}] "
+                 "scale tensor beside each I8 matrix)",
+                 file_.path(), t.name, scale_name, rows);
+  if (s->type != DType::F32 || s->num_elements() != rows ||
+      (s->shape.size() != 1 && !(s->shape.size() == 2 && s->shape[1] == 1)))
+    return error("{}: W8A8 scale tensor {} is {} [{}], expected F32 [{}] (one scale per row of {})", file_.path(),
+                 scale_name, dtype_name(s->type), fmt::join(s->shape, ", "), rows, t.name);
+  if (reinterpret_cast<uintptr_t>(s->data) % alignof(float) != 0)
+    return error("{}: W8A8 scale tensor {} is not 4-byte aligned", file_.path(), scale_name);
+  if (cols > kW8A8MaxCols)
+    return error("{}: W8A8 tensor {} has rows of {} values; at most {} fit the int32 dot product", file_.path(),
+                 t.name, cols, kW8A8MaxCols);
+  WeightView w;
+  w.type = DType::I8;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_stride = static_cast<size_t>(cols);
+  w.data = t.data;
+  w.row_scales = reinterpret_cast<const float*>(s->data);
   return w;
 }
 

@@ -14,6 +14,7 @@
 namespace pagoda {
 
 class GgufFile;
+struct GgufTensor;
 
 struct LayerWeights {
   const float* attn_norm = nullptr;
@@ -41,13 +42,16 @@ struct ModelWeights {
 class WeightBinder {
  public:
   WeightBinder(const GgufFile& file, ModelWeights& out) : file_(file), out_(out) {}
-  // A [rows x cols] matrix (GGUF shape {cols, rows}).
+  // A [rows x cols] matrix (GGUF shape {cols, rows}); an I8 one is W8A8 and needs its
+  // F32 row scales under name + kW8A8ScaleSuffix (src/quant/w8a8.h).
   Result<WeightView> matrix(const std::string& name, int64_t rows, int64_t cols, bool required);
   // A vector of n values as float.
   Result<const float*> vector(const std::string& name, int64_t n, bool required);
   bool has(const std::string& name) const;
 
  private:
+  Result<WeightView> w8a8_matrix(const GgufTensor& t, int64_t rows, int64_t cols);
+
   const GgufFile& file_;
   ModelWeights& out_;
 };

@@ -1,6 +1,7 @@
 // A read-only view of a 2-D weight matrix stored row by row in any format: `rows`
 // output features, each a row of `cols` values taking `row_stride` bytes. A 1-D tensor
 // is a single row. Views never own memory; weights stay in the model file's mapping.
+// W8A8 weights (src/quant/w8a8.h) are type I8 with one FP32 scale per row in row_scales.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@ struct WeightView {
   int64_t cols = 0;
   size_t row_stride = 0;
   const uint8_t* data = nullptr;
+  const float* row_scales = nullptr;  // W8A8 only, one per row: value = q * row_scales[r]
 
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride; }
   bool empty() const { return data == nullptr; }

@@ -1,7 +1,8 @@
 """Independent numpy oracle for Pagoda's forward pass (float64, no KV cache, no speed).
 
 It shares nothing with the C++ code: the GGUF file is read with the `gguf` package's
-GGUFReader and every tensor is dequantized with `gguf.quants.dequantize`. The three
+GGUFReader and every tensor is dequantized with `gguf.quants.dequantize`, except Pagoda's
+own W8A8 matrices (an I8 tensor times the F32 row scales of "<name>.scale"). The three
 architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, gemma3.cpp
 and the hparams in src/llama-model.cpp):
 
@@ -31,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from gguf import GGUFReader
+from gguf import GGMLQuantizationType, GGUFReader
 from gguf.quants import dequantize
 
 
@@ -89,7 +90,15 @@ def load_tensors(reader: GGUFReader) -> dict[str, np.ndarray]:
     out = {}
     for t in reader.tensors:
         shape = tuple(int(d) for d in reversed(t.shape))
-        out[t.name] = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(shape)
+        if t.tensor_type == GGMLQuantizationType.I8:
+            out[t.name] = np.asarray(t.data, dtype=np.float64).reshape(shape)
+        else:
+            out[t.name] = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(shape)
+    # W8A8 (a Pagoda format): value = int8 quant * the scale of its row.
+    for name in [n for n in out if n.endswith(".weight.scale")]:
+        base = name[: -len(".scale")]
+        if base in out and out[base].ndim == 2:
+            out[base] = out[base] * out.pop(name)[:, None]
     return out
 
 

@@ -18,6 +18,7 @@ the rounding of each matmul's input activations, by weight format:
   Q8_0, Q4_0 to Q8_0: per block of 32, step amax/127, error uniform in +-step/2
              (rms ~ 2.5 rms(x) / (127 sqrt 12) = 5.7e-3 of the activations)
   Q4_K, Q6_K to Q8_K: the same with blocks of 256 (amax ~ 3.1 rms: 7e-3)
+  W8A8       to int8 with one scale per token: the same with the whole row as the block
   F32        none; what is left is FP32 summation order (~1e-6 relative on a dot product of
              a few hundred terms), which matters only where it tips an FP16 rounding of
              q/k/v the other way, and then cascades.
@@ -69,8 +70,14 @@ def _block_noise(block):
     return noise
 
 
+def _row_noise(x, rng):
+    step = np.abs(x).max(axis=-1, keepdims=True) / 127.0
+    return x + step * rng.uniform(-0.5, 0.5, x.shape)
+
+
 # Noise on a matmul's input activations with the size of the format's rounding (see above).
 INPUT_NOISE = {
+    "W8A8": _row_noise,
     "F16": _relative_noise(2.0 ** -11),
     "BF16": _relative_noise(2.0 ** -8),
     "Q8_0": _block_noise(32),
@@ -109,6 +116,8 @@ WIDE = dict(dim=256, ff=512)
 CASES = [(arch, fmt, NARROW) for arch in ("llama", "qwen2", "gemma3")
          for fmt in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
 CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3") for fmt in ("Q4_K", "Q6_K")]
+# W8A8 (Pagoda's int8 x int8 format): rows of 96 and 160, odd multiples of 32.
+CASES += [(arch, "W8A8", dict(dim=96, ff=160)) for arch in ("llama", "qwen2", "gemma3")]
 # gemma3 with head_dim 32: q is 4 * 32 = 128 wide, twice n_embd (as in real Gemma 3 models).
 CASES += [("gemma3", "F32", dict(NARROW, head_dim=32)), ("gemma3", "Q8_0", dict(NARROW, head_dim=32))]
 

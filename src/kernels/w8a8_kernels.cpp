@@ -1,0 +1,85 @@
+#include "kernels/w8a8_kernels.h"
+
+#include <cstring>
+
+#include "base/cpu_features.h"
+#include "kernels/w8a8_bodies.h"
+#include "quant/w8a8.h"
+
+namespace pagoda {
+namespace {
+
+void scalar_gemv(int64_t n, const int8_t* w, size_t w_stride, const float* w_scale, int64_t rows, const W8A8Acts& x,
+                 float* y) {
+  for (int64_t r = 0; r < rows; ++r)
+    y[r] = w8a8_scale_output(dot_w8a8_int(w + r * w_stride, x.q, n), w_scale[r], x.scale[0]);
+}
+
+void scalar_tile(int64_t n, const int8_t* w, size_t w_stride, const float* w_scale, int64_t rows, const W8A8Acts& x,
+                 int64_t tokens, float* y, size_t y_stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < tokens; ++t)
+      y[t * y_stride + r] =
+          w8a8_scale_output(dot_w8a8_int(w + r * w_stride, x.q + t * x.stride, n), w_scale[r], x.scale[t]);
+}
+
+}  // namespace
+
+int64_t w8a8_staged_dwords(int64_t n) { return 4 * ((n + 15) / 16); }
+
+void w8a8_stage_block(const W8A8Acts& x, int64_t t0, int64_t count, int64_t n, int32_t* out) {
+  const int64_t nj = w8a8_staged_dwords(n);
+  for (int64_t i = 0; i < kW8A8BlockTokens; ++i) {
+    if (i < count) {
+      // Inside the zero-padded row: nj dwords never pass w8a8_act_stride(n).
+      const int8_t* row = x.q + (t0 + i) * static_cast<int64_t>(x.stride);
+      for (int64_t j = 0; j < nj; ++j) std::memcpy(out + j * kW8A8BlockTokens + i, row + 4 * j, 4);
+    } else {
+      for (int64_t j = 0; j < nj; ++j) out[j * kW8A8BlockTokens + i] = 0;
+    }
+  }
+}
+
+std::vector<W8A8Isa> runnable_w8a8_isas() {
+  const CpuFeatures& f = cpu_features();
+  std::vector<W8A8Isa> out = {W8A8Isa::kScalar};
+  if (f.avx2 && f.fma && f.f16c) {
+    out.push_back(W8A8Isa::kAvx2);
+    if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl) {
+      out.push_back(W8A8Isa::kAvx512Bw);
+      if (f.avx512vnni) out.push_back(W8A8Isa::kAvx512Vnni);
+    }
+  }
+  return out;
+}
+
+const char* w8a8_isa_name(W8A8Isa isa) {
+  switch (isa) {
+    case W8A8Isa::kScalar: return "scalar";
+    case W8A8Isa::kAvx2: return "avx2";
+    case W8A8Isa::kAvx512Bw: return "avx512bw";
+    case W8A8Isa::kAvx512Vnni: return "avx512vnni";
+  }
+  return "?";
+}
+
+W8A8Kernels w8a8_kernels(W8A8Isa isa) {
+  W8A8Kernels k;
+  k.quantize_x = quantize_activation_w8a8;
+  k.gemv = scalar_gemv;
+  k.tile = scalar_tile;
+  switch (isa) {
+    case W8A8Isa::kAvx2: simd::w8a8_avx2(k); break;
+    case W8A8Isa::kAvx512Bw: simd::w8a8_avx512bw(k); break;
+    case W8A8Isa::kAvx512Vnni: simd::w8a8_avx512vnni(k); break;
+    case W8A8Isa::kScalar: break;
+  }
+  return k;
+}
+
+const W8A8Kernels& w8a8_kernels() {
+  static const W8A8Kernels best = w8a8_kernels(runnable_w8a8_isas().back());
+  return best;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,63 @@
+// Internal: the plain (non-SIMD) helpers the W8A8 tile bodies share, included by
+// w8a8_avx512_body.h and w8a8_avx2.cpp. Everything lands in an anonymous namespace, so
+// each target's file has its own copy (nothing compiled for one instruction set can be
+// linked into code that runs on another).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/w8a8_kernels.h"
+
+namespace pagoda::simd {
+namespace {
+
+struct alignas(64) Z64 {
+  uint8_t b[64];
+};
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Per-thread buffers of a tile body, grown on demand and kept.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { delete[] p_; }
+  Z64* get(size_t n) {
+    if (n > cap_) {
+      delete[] p_;
+      p_ = new Z64[n];
+      cap_ = n;
+    }
+    return p_;
+  }
+
+ private:
+  Z64* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+// Tokens multiplied per repacked panel: their staged blocks (256 * n bytes) stay in L2
+// while the panel is reused; a multiple of the block of 8.
+constexpr int64_t kChunk = 256;
+constexpr int kBlock = static_cast<int>(kW8A8BlockTokens);
+static_assert(kChunk % kW8A8BlockTokens == 0);
+
+// Per-token terms of a chunk's tokens, padded with zeros to whole blocks: the offset
+// correction -128 * sum(x) (for VNNI's unsigned weights) and the scale.
+struct TokenTerms {
+  int32_t corr[kChunk];
+  float scale[kChunk];
+};
+
+inline void token_terms(const W8A8Acts& x, int64_t c0, int64_t tc, TokenTerms& out) {
+  for (int64_t t = 0; t < kChunk; ++t) {
+    out.corr[t] = t < tc ? -128 * x.sum[c0 + t] : 0;
+    out.scale[t] = t < tc ? x.scale[c0 + t] : 0.0f;
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::simd
