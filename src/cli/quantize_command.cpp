@@ -21,6 +21,7 @@
 #include "cli/quantize_progress.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quantize_matrix.h"
+#include "quant/w8a8.h"
 
 namespace pagoda {
 namespace {
@@ -45,8 +46,9 @@ class TensorFailed : public std::runtime_error {
 };
 
 // The output bytes of one tensor into dst (p.out_bytes long).
+// A W8A8 tensor leaves its row scales in w8a8_scales for the scale tensor written next.
 Status produce_tensor(const TensorPlan& p, QuantStrategy& strategy, ThreadPool& pool, std::vector<float>& scratch,
-                      uint8_t* dst) {
+                      std::vector<float>& w8a8_scales, uint8_t* dst) {
   const GgufTensor& t = *p.source;
   const std::vector<float>* replaced = strategy.replacement(t.name);
   if (!p.convert && replaced == nullptr) {
@@ -65,6 +67,15 @@ Status produce_tensor(const TensorPlan& p, QuantStrategy& strategy, ThreadPool& 
   }
   if (int64_t bad = first_non_finite_row(w, p.rows, p.cols, pool); bad >= 0)
     return error("row {} holds a NaN or an infinity; the source model is damaged", bad);
+  if (p.type == DType::I8) {  // W8A8: the quants here, the row scales in the next tensor
+    w8a8_scales.resize(static_cast<size_t>(p.rows));
+    pool.parallel_for(p.rows, 16, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r)
+        w8a8_scales[static_cast<size_t>(r)] =
+            quantize_row_w8a8(w + r * p.cols, reinterpret_cast<int8_t*>(dst) + r * p.cols, p.cols);
+    });
+    return Status::ok();
+  }
   return strategy.quantize(QuantJob{t.name, w, p.rows, p.cols, p.type, dst}, pool);
 }
 
@@ -109,17 +120,19 @@ int run_quantize() {
     if (!key.starts_with("split.")) writer.set(key, value);  // one file out, as llama-quantize writes
   writer.set_u32("general.quantization_version", kQuantizationVersion);
   writer.set_u32("general.file_type", llama_file_type(*type));
+  if (*type == DType::I8) writer.set_string(std::string(kW8A8FormatKey), std::string(kW8A8FormatName));
 
   for (const std::string& note : plan_notes(plan, policy)) fmt::print(stderr, "{}\n", note);
   QuantizeProgress progress(plan, QuantizeProgress::stderr_is_tty());
   std::vector<float> scratch;  // float rows of a non-F32 source, reused: one tensor at a time
+  std::vector<float> w8a8_scales;
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const TensorPlan& p = plan.tensors[i];
     writer.add_tensor(p.source->name, p.source->shape, p.type, [&, i](uint8_t* dst) {
       const TensorPlan& tp = plan.tensors[i];
       progress.start(i);
       Timer t;
-      Status st = produce_tensor(tp, **strategy, pool, scratch, dst);
+      Status st = produce_tensor(tp, **strategy, pool, scratch, w8a8_scales, dst);
       file->drop_pages(*tp.source);  // read once: keep the resident set near one tensor
       if (!st) {
         progress.finish();
@@ -127,13 +140,16 @@ int run_quantize() {
       }
       progress.done(i, t.seconds());
     });
+    if (p.type == DType::I8)
+      writer.add_tensor(p.source->name + std::string(kW8A8ScaleSuffix), {p.rows}, DType::F32,
+                        [&](uint8_t* dst) { std::memcpy(dst, w8a8_scales.data(), w8a8_scales.size() * sizeof(float)); });
   }
   Status st = writer.write(g_args.output);
   progress.finish();
   if (!st) return report_error(st);
 
   const auto bpw = [&](size_t bytes) { return plan.params ? 8.0 * static_cast<double>(bytes) / plan.params : 0.0; };
-  fmt::print("quantized {} -> {}: {} ({}), {} tensors: {}\n", g_args.input, g_args.output, dtype_name(*type),
+  fmt::print("quantized {} -> {}: {} ({}), {} tensors: {}\n", g_args.input, g_args.output, quantize_type_name(*type),
              (*strategy)->name(), plan.tensors.size(), tensor_counts(plan));
   fmt::print("size {} -> {}, {:.2f} -> {:.2f} bits/weight, {:.2f} s ({} threads)\n",
              human_size(static_cast<double>(plan.in_bytes)), human_size(static_cast<double>(plan.out_bytes)),
@@ -150,7 +166,7 @@ Subcommand add_quantize_command(CLI::App& app) {
   sub->add_option("output", g_args.output, "GGUF file to write (replaced atomically when done)")->required();
   sub->add_option("--type", g_args.type,
                   "Format of the weight matrices: Q8_0, Q6_K, Q5_K, Q4_K, Q4_0, Q3_K, Q2_K (also Q5_1, Q5_0, Q4_1, "
-                  "F16, BF16, F32)")
+                  "F16, BF16, F32, and W8A8: Pagoda's int8 x int8 format, which llama.cpp cannot load)")
       ->required();
   sub->add_option("--keep", g_args.keep,
                   "TYPE=REGEX: weight matrices whose name REGEX matches (anywhere: anchor with ^ and $) get TYPE "

@@ -24,6 +24,7 @@ Result<QuantizePlan> plan_quantization(const GgufFile& file, const TypePolicy& p
     p.cols = t.shape.empty() ? 1 : t.shape[0];
     p.rows = p.cols > 0 ? t.num_elements() / p.cols : 0;
     p.out_bytes = p.convert ? row_bytes(p.type, p.cols) * static_cast<size_t>(p.rows) : t.nbytes;
+    if (p.convert && p.type == DType::I8) p.out_bytes += static_cast<size_t>(p.rows) * sizeof(float);  // W8A8 scales
     if (p.convert) {
       if (!can_dequantize(t.type))
         return error("tensor '{}' is {}, which cannot be converted to {}", t.name, dtype_name(t.type),

@@ -30,8 +30,8 @@ std::string QuantizeProgress::line(size_t index, size_t done_bytes) const {
   const size_t n = plan_.tensors.size();
   const int digits = static_cast<int>(fmt::formatted_size("{}", n));
   const double pct = plan_.in_bytes ? 100.0 * static_cast<double>(done_bytes) / static_cast<double>(plan_.in_bytes) : 100.0;
-  const std::string types = p.convert ? fmt::format("{:>4} -> {:<4}", dtype_name(p.source->type), dtype_name(p.type))
-                                      : fmt::format("{:>4} (kept)", dtype_name(p.type));
+  const std::string types = p.convert ? fmt::format("{:>4} -> {:<4}", dtype_name(p.source->type), quantize_type_name(p.type))
+                                      : fmt::format("{:>4} (kept)", quantize_type_name(p.type));
   // The overall percentage comes first: a narrow terminal cuts the end of the line.
   return fmt::format("[{:>{}}/{}] {:5.1f}% {:<32} {:<14} {:>10} -> {:>10}", index + 1, digits, n, pct, p.source->name,
                      types, human_size(static_cast<double>(p.source->nbytes)),

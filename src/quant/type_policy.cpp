@@ -6,6 +6,8 @@
 #include <array>
 #include <cctype>
 
+#include "quant/w8a8.h"
+
 namespace pagoda {
 namespace {
 
@@ -22,6 +24,9 @@ constexpr std::array kTargets = {
     TargetInfo{DType::Q5_1, 9},  TargetInfo{DType::Q5_0, 8},  TargetInfo{DType::Q4_K, 14},
     TargetInfo{DType::Q4_1, 3},  TargetInfo{DType::Q4_0, 2},  TargetInfo{DType::Q3_K, 11},
     TargetInfo{DType::Q2_K, 10},
+    // W8A8 (src/quant/w8a8.h), Pagoda's own: llama.cpp has no file type for it, so files
+    // say MOSTLY_Q8_0, the nearest, and pagoda.weight_format names the format.
+    TargetInfo{DType::I8, 7},
 };
 
 // Substrings of names llama.cpp never quantizes, whatever their shape.
@@ -52,7 +57,7 @@ std::string upper(std::string_view s) {
 
 std::string target_names() {
   std::string out;
-  for (const auto& t : kTargets) out += (out.empty() ? "" : ", ") + std::string(dtype_name(t.type));
+  for (const auto& t : kTargets) out += (out.empty() ? "" : ", ") + std::string(quantize_type_name(t.type));
   return out;
 }
 
@@ -64,8 +69,11 @@ bool is_quantize_target(DType t) {
   return std::any_of(kTargets.begin(), kTargets.end(), [t](const TargetInfo& i) { return i.type == t; });
 }
 
+std::string_view quantize_type_name(DType t) { return t == DType::I8 ? kW8A8FormatName : dtype_name(t); }
+
 Result<DType> parse_quantize_type(std::string_view name) {
   const std::string u = upper(name);
+  if (u == kW8A8FormatName) return DType::I8;
   if (auto t = dtype_from_name(u); t && is_quantize_target(*t)) return *t;
   // llama.cpp's mixes (Q4_K_M, Q3_K_L, ...) pick other types for some tensors; Pagoda
   // writes one type (plus --keep rules), which is llama.cpp's _S / --pure file.
@@ -116,6 +124,7 @@ bool tensor_allows_quantization(std::string_view name, std::span<const int64_t> 
 }
 
 DType fallback_type(DType wanted, int64_t row_len) {
+  if (wanted == DType::I8) return row_len <= kW8A8MaxCols ? wanted : DType::F16;
   const int64_t block = dtype_info(wanted).block_size;
   if (row_len % block == 0) return wanted;
   DType narrower = wanted;

@@ -22,7 +22,10 @@ namespace pagoda {
 
 // The formats --type and --keep accept: those Pagoda can both write and run.
 bool is_quantize_target(DType t);
-// Case-insensitive ("q4_k" is Q4_K). The error lists what is accepted.
+// W8A8 (int8 weights with row scales, src/quant/w8a8.h) is written as I8 tensors plus
+// scale tensors; it is target DType::I8 here and named "W8A8" to users.
+std::string_view quantize_type_name(DType t);
+// Case-insensitive ("q4_k" is Q4_K, "w8a8" is W8A8). The error lists what is accepted.
 Result<DType> parse_quantize_type(std::string_view name);
 
 struct KeepRule {
