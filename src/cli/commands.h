@@ -22,6 +22,7 @@ Subcommand add_bench_command(CLI::App& app);
 Subcommand add_serve_command(CLI::App& app);
 Subcommand add_chat_command(CLI::App& app);
 Subcommand add_quantize_command(CLI::App& app);
+Subcommand add_perplexity_command(CLI::App& app);
 // `pagoda bench throughput`, nested under bench.
 CLI::App* add_bench_throughput_command(CLI::App& bench);
 int run_bench_throughput();
