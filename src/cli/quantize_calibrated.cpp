@@ -9,6 +9,7 @@
 #include "quant/awq.h"
 #include "quant/block_grid.h"
 #include "quant/formats.h"
+#include "quant/w8a8.h"
 
 namespace pagoda {
 namespace {
@@ -129,7 +130,7 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
         const GgufTensor* t = source.find_tensor(layer_tensor(layer, m));
         if (t == nullptr || t->shape.empty() || t->shape[0] != cols) break;
         const DType type = type_of(*t);
-        if (!can_quantize(type) || cols % dtype_info(type).block_size != 0) break;
+        if (!(can_quantize(type) || type == DType::I8) || cols % dtype_info(type).block_size != 0) break;
         std::vector<float>* w = current(t->name);
         mats.push_back(w);
         rows.push_back(static_cast<int64_t>(w->size()) / cols);
@@ -145,7 +146,7 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
         ref[i].resize(static_cast<size_t>(n * rows[i]));
         matmul(view_of(DType::F32, rows[i], cols, mats[i]->data()), in.sample.data(), n, ref[i].data(), pool_);
       }
-      std::vector<float> xs(in.sample.size()), ws, y;
+      std::vector<float> xs(in.sample.size()), ws, y, row_scales;
       auto loss = [&](std::span<const float> s) {
         for (int64_t t = 0; t < n; ++t)
           for (int64_t c = 0; c < cols; ++c) xs[static_cast<size_t>(t * cols + c)] = in.sample[static_cast<size_t>(t * cols + c)] / s[static_cast<size_t>(c)];
@@ -158,11 +159,19 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
           const DType type = types[i];
           const size_t rb = row_bytes(type, cols);
           AlignedBytes q(rb * static_cast<size_t>(r));
+          row_scales.resize(static_cast<size_t>(r));
           pool_.parallel_for(r, 8, [&](int64_t r0, int64_t r1, int) {
-            for (int64_t k = r0; k < r1; ++k) quantize_row(type, ws.data() + k * cols, q.p + static_cast<size_t>(k) * rb, cols);
+            for (int64_t k = r0; k < r1; ++k) {
+              const float* src = ws.data() + k * cols;
+              uint8_t* dst = q.p + static_cast<size_t>(k) * rb;
+              if (type == DType::I8) row_scales[static_cast<size_t>(k)] = quantize_row_w8a8(src, reinterpret_cast<int8_t*>(dst), cols);
+              else quantize_row(type, src, dst, cols);
+            }
           });
+          WeightView view = view_of(type, r, cols, q.p);
+          if (type == DType::I8) view.row_scales = row_scales.data();  // W8A8
           y.resize(static_cast<size_t>(n * r));
-          matmul(view_of(type, r, cols, q.p), xs.data(), n, y.data(), pool_);
+          matmul(view, xs.data(), n, y.data(), pool_);
           for (size_t k = 0; k < y.size(); ++k) {
             const double d = static_cast<double>(y[k]) - ref[i][k];
             total += d * d;

@@ -81,7 +81,7 @@ Status produce_tensor(const TensorPlan& p, QuantStrategy& strategy, ThreadPool& 
 
 std::string tensor_counts(const QuantizePlan& plan) {
   std::map<std::string, int> converted, kept;
-  for (const TensorPlan& p : plan.tensors) ++(p.convert ? converted : kept)[std::string(dtype_name(p.type))];
+  for (const TensorPlan& p : plan.tensors) ++(p.convert ? converted : kept)[std::string(quantize_type_name(p.type))];
   std::string out;
   for (const auto& [name, n] : converted) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, name);
   for (const auto& [name, n] : kept) out += fmt::format("{}{} {} kept", out.empty() ? "" : ", ", n, name);
