@@ -26,6 +26,7 @@ Speed columns are single runs on a shared machine: quote them as rough, not as a
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -74,6 +75,9 @@ def main() -> int:
     ap.add_argument("--calib-tokens", type=int, default=4096)
     ap.add_argument("--speed-reps", type=int, default=3, help="pagoda bench -r (0: skip the speed columns)")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--keep", action="append", default=[],
+                    help="TYPE=REGEX passed to every pagoda quantize (e.g. q8_0=^token_embd, as llama.cpp's "
+                         "Q4_K_M keeps the embeddings at Q8_0); repeatable")
     ap.add_argument("--regen", action="store_true", help="re-quantize even when the cached file exists")
     ap.add_argument("--json-out")
     a = ap.parse_args()
@@ -125,9 +129,12 @@ def main() -> int:
     for spec in a.rows.split(","):
         typ, _, method = spec.partition(":")
         method = method or "rtn"
-        out = out_dir / f"{typ.lower()}-{method}.gguf"
+        tag = ("-keep-" + hashlib.sha1("\n".join(a.keep).encode()).hexdigest()[:8]) if a.keep else ""
+        out = out_dir / f"{typ.lower()}-{method}{tag}.gguf"
         if a.regen or not out.exists():
             cmd = [str(pagoda), "quantize", str(base), str(out), "--type", typ, "--method", method, "-t", str(a.threads)]
+            for k in a.keep:
+                cmd += ["--keep", k]
             if method != "rtn":
                 cmd += ["--calib", str(calib), "--calib-tokens", str(a.calib_tokens), "--calib-ctx", str(a.ctx)]
             print(f"quantize {typ} {method}", file=sys.stderr, flush=True)
@@ -135,7 +142,9 @@ def main() -> int:
         measure(typ, method, out)
 
     base_row = results[0]
-    print(f"\n{base.name}, evaluation text {text.name}: {a.chunks} chunks of {a.ctx} tokens (second halves scored)\n")
+    kept = f"; every row with --keep {' --keep '.join(a.keep)}" if a.keep else ""
+    print(f"\n{base.name}, evaluation text {text.name}: {a.chunks} chunks of {a.ctx} tokens (second halves scored)"
+          f"{kept}\n")
     print("| format | method | bits/weight | size MiB | PPL | PPL vs base | mean KLD | top-1 % | pp512 t/s | tg128 t/s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in results:

@@ -113,6 +113,38 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
   });
 }
 
+void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,
+                         std::span<float* const> ys, ThreadPool& pool) {
+  assert(ws.size() == ys.size());
+  constexpr size_t kMaxGroup = 4;
+  bool fused = n_tokens == 1 && !ws.empty() && ws.size() <= kMaxGroup;
+  for (const WeightView* w : ws)
+    fused = fused && w->type == ws[0]->type && w->cols == ws[0]->cols && w->type != DType::I8;
+  if (!fused) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, n_tokens, ys[i], pool);
+    return;
+  }
+  const WeightView& w0 = *ws[0];
+  const DotKernels& k = dot_kernels(w0.type);
+  const DType xt = vec_dot_type(w0.type);
+  const uint8_t* xb = reinterpret_cast<const uint8_t*>(x);
+  if (xt != DType::F32) {
+    t_xq.resize(row_bytes(xt, w0.cols));
+    k.quantize_x(x, t_xq.data(), w0.cols);
+    xb = t_xq.data();
+  }
+  int64_t first[kMaxGroup + 1] = {0};
+  for (size_t i = 0; i < ws.size(); ++i) first[i + 1] = first[i] + ws[i]->rows;
+  pool.parallel_for(first[ws.size()], kRowGrain, [&](int64_t r0, int64_t r1, int) {
+    size_t m = 0;
+    while (first[m + 1] <= r0) ++m;
+    for (int64_t r = r0; r < r1; ++r) {
+      while (first[m + 1] <= r) ++m;
+      ys[m][r - first[m]] = k.dot(w0.cols, ws[m]->row(r - first[m]), xb);
+    }
+  });
+}
+
 void dequantize_weight_row(const WeightView& w, int64_t row, float* out) {
   if (w.type == DType::I8) {
     dequantize_row_w8a8(reinterpret_cast<const int8_t*>(w.row(row)), w.row_scales[row], out, w.cols);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "tensor/weight_view.h"
@@ -16,6 +17,13 @@ namespace pagoda {
 
 // x: [n_tokens, w.cols] floats (row stride w.cols); y: [n_tokens, w.rows] floats.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// Several matrices reading the same input (a layer's Q/K/V, or gate/up): y[i] gets
+// matmul(ws[i], x). A decode step (one token) with matrices of one format converts the
+// activations once and runs all their rows in one parallel region, so the threads meet
+// once instead of once per matrix; anything else runs them one by one.
+void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,
+                         std::span<float* const> ys, ThreadPool& pool);
 
 // One row of a weight matrix dequantized to floats (embedding lookup).
 void dequantize_weight_row(const WeightView& w, int64_t row, float* out);

@@ -149,9 +149,11 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
     // Attention.
     for (int64_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
     if (observer_) observer_(l, LinearInput::kAttention, xn_.data(), n, E);
-    matmul(L.wq, xn_.data(), n, q_.data(), pool);
-    matmul(L.wk, xn_.data(), n, k_.data(), pool);
-    matmul(L.wv, xn_.data(), n, v_.data(), pool);
+    {
+      const WeightView* ws[] = {&L.wq, &L.wk, &L.wv};
+      float* ys[] = {q_.data(), k_.data(), v_.data()};
+      matmul_shared_input(ws, xn_.data(), n, ys, pool);
+    }
     add_bias(q_.data(), L.bq, n, c.q_dim());
     add_bias(k_.data(), L.bk, n, c.kv_dim());
     add_bias(v_.data(), L.bv, n, c.kv_dim());
@@ -187,8 +189,11 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
     // Feed-forward.
     for (int64_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
     if (observer_) observer_(l, LinearInput::kFfn, xn_.data(), n, E);
-    matmul(L.gate, xn_.data(), n, gate_.data(), pool);
-    matmul(L.up, xn_.data(), n, up_.data(), pool);
+    {
+      const WeightView* ws[] = {&L.gate, &L.up};
+      float* ys[] = {gate_.data(), up_.data()};
+      matmul_shared_input(ws, xn_.data(), n, ys, pool);
+    }
     if (c.act == FfnActivation::kGeluTanh) geglu(gate_.data(), up_.data(), n * c.n_ff);
     else swiglu(gate_.data(), up_.data(), n * c.n_ff);
     if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, c.n_ff);

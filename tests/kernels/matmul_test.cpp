@@ -50,6 +50,41 @@ TEST_P(MatmulTest, MatchesScalarDotAndFloatProduct) {
   }
 }
 
+// A layer's Q/K/V (or gate/up) through matmul_shared_input must give exactly what each
+// matrix gives through matmul: fused for one token, one by one otherwise.
+TEST_P(MatmulTest, SharedInputGroupEqualsSeparateCallsBitForBit) {
+  const DType t = GetParam();
+  const int64_t cols = 512;
+  const int64_t rows[] = {40, 17, 17};  // row counts that split across grain boundaries
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t rb = row_bytes(t, cols);
+  std::vector<std::vector<uint8_t>> wq(3);
+  std::vector<WeightView> w(3);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> wf(static_cast<size_t>(rows[i] * cols));
+    for (float& v : wf) v = nd(rng);
+    wq[i].resize(rb * static_cast<size_t>(rows[i]));
+    for (int64_t r = 0; r < rows[i]; ++r) quantize_row(t, &wf[r * cols], wq[i].data() + r * rb, cols);
+    w[i] = WeightView{t, rows[i], cols, rb, wq[i].data()};
+  }
+  ThreadPool pool(3);
+  for (int64_t tokens : {1, 3}) {
+    std::vector<float> x(static_cast<size_t>(tokens * cols));
+    for (float& v : x) v = nd(rng);
+    std::vector<std::vector<float>> sep(3), fused(3);
+    for (int i = 0; i < 3; ++i) {
+      sep[i].assign(static_cast<size_t>(tokens * rows[i]), 0.0f);
+      fused[i].assign(static_cast<size_t>(tokens * rows[i]), -1.0f);
+      matmul(w[i], x.data(), tokens, sep[i].data(), pool);
+    }
+    const WeightView* ws[] = {&w[0], &w[1], &w[2]};
+    float* ys[] = {fused[0].data(), fused[1].data(), fused[2].data()};
+    matmul_shared_input(ws, x.data(), tokens, ys, pool);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(sep[i], fused[i]) << "matrix " << i << ", " << tokens << " tokens";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, MatmulTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
                                            DType::Q5_0, DType::Q4_K, DType::Q6_K),

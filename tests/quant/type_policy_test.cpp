@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "quant/type_policy.h"
+#include "quant/w8a8.h"
 
 namespace pagoda {
 namespace {
@@ -142,6 +143,25 @@ TEST(TypePolicy, FileTypesAreLlamaCppsPureIds) {
   EXPECT_EQ(llama_file_type(DType::Q6_K), 18u);
   EXPECT_EQ(llama_file_type(DType::BF16), 32u);
   for (DType t : kKQuants) EXPECT_TRUE(is_quantize_target(t));
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+TEST(TypePolicy, W8A8IsTheI8TargetAndFallsBackToF16OnlyPastTheInt32Limit) {
+  auto t = parse_quantize_type("w8a8");
+  ASSERT_TRUE(t.is_ok());
+  EXPECT_EQ(*t, DType::I8);
+  EXPECT_EQ(quantize_type_name(DType::I8), "W8A8");
+  EXPECT_EQ(quantize_type_name(DType::Q4_K), "Q4_K");
+  EXPECT_EQ(fallback_type(DType::I8, 172), DType::I8);
+  EXPECT_EQ(fallback_type(DType::I8, kW8A8MaxCols + 32), DType::F16);
+  auto bad = parse_quantize_type("w4a4");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("W8A8"), std::string::npos) << "the error lists W8A8 among the choices";
 }
 
 }  // namespace
