@@ -5,7 +5,8 @@
   bench/quant_report.py --base BASE.gguf --rows Q4_K:rtn,Q4_K:awq,Q4_K:gptq --chunks 8
 
 For each row TYPE:METHOD (default: Q8_0 Q6_K Q5_K Q4_K Q4_0 Q3_K Q2_K by round to nearest,
-Q4_K and Q3_K also by AWQ and GPTQ, and W8A8) it writes the quantized file once
+Q4_K and Q3_K also by AWQ, GPTQ and AWQ+GPTQ, W8A8 by round to nearest and AWQ) it writes
+the quantized file once
 (`pagoda quantize BASE OUT --type TYPE --method METHOD [--calib CALIB]`, cached under
 $PAGODA_CACHE/quant-report/, default ~/.cache/pagoda), then measures:
   size, bits/weight   file size; bits per weight over the 2-D weight tensors
@@ -36,8 +37,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_ROWS = ["Q8_0:rtn", "Q6_K:rtn", "Q5_K:rtn", "Q4_K:rtn", "Q4_K:awq", "Q4_K:gptq", "Q4_0:rtn",
-                "Q3_K:rtn", "Q3_K:awq", "Q3_K:gptq", "Q2_K:rtn", "W8A8:rtn"]
+DEFAULT_ROWS = ["Q8_0:rtn", "Q6_K:rtn", "Q5_K:rtn", "Q4_K:rtn", "Q4_K:awq", "Q4_K:gptq", "Q4_K:awq+gptq",
+                "Q4_0:rtn", "Q3_K:rtn", "Q3_K:awq", "Q3_K:gptq", "Q3_K:awq+gptq", "Q2_K:rtn", "W8A8:rtn", "W8A8:awq"]
 
 
 def cache_dir() -> Path:
@@ -130,7 +131,7 @@ def main() -> int:
         typ, _, method = spec.partition(":")
         method = method or "rtn"
         tag = ("-keep-" + hashlib.sha1("\n".join(a.keep).encode()).hexdigest()[:8]) if a.keep else ""
-        out = out_dir / f"{typ.lower()}-{method}{tag}.gguf"
+        out = out_dir / f"{typ.lower()}-{method.replace('+', '-')}{tag}.gguf"
         if a.regen or not out.exists():
             cmd = [str(pagoda), "quantize", str(base), str(out), "--type", typ, "--method", method, "-t", str(a.threads)]
             for k in a.keep:

@@ -76,14 +76,14 @@ Result<std::unique_ptr<CalibratedQuantizer>> CalibratedQuantizer::create(QuantMe
   std::unique_ptr<CalibratedQuantizer> q(new CalibratedQuantizer(method, pool));
   if (method == QuantMethod::kRtn) return q;
   CalibrationOptions o = options;
-  o.hessian = method == QuantMethod::kGptq;
-  o.samples = method == QuantMethod::kAwq;
+  o.hessian = method == QuantMethod::kGptq || method == QuantMethod::kAwqGptq;
+  o.samples = method == QuantMethod::kAwq || method == QuantMethod::kAwqGptq;
   auto st = collect_calibration(source, o, pool);
   if (!st) return st.status();
   q->stats_ = std::move(st.value());
   q->report_.push_back(fmt::format("calibration: {} tokens of {} in {:.1f} s", q->stats_.tokens, options.text_path,
                                    q->stats_.seconds));
-  if (method == QuantMethod::kAwq) {
+  if (o.samples) {
     if (Status s = q->run_awq(source, type_of); !s.is_ok()) return s;
   }
   return q;
@@ -188,6 +188,7 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
                                     layer, g.label, choice.alpha, -100.0 * saved));
       if (choice.alpha == 0.0f) continue;
       const std::vector<float>& s = choice.scales;
+      if (method_ == QuantMethod::kAwqGptq) awq_scales_[{layer, static_cast<int32_t>(g.input)}] = s;
       for (size_t i = 0; i < mats.size(); ++i)
         for (int64_t k = 0; k < rows[i]; ++k)
           for (int64_t c = 0; c < cols; ++c) (*mats[i])[static_cast<size_t>(k * cols + c)] *= s[static_cast<size_t>(c)];
@@ -203,13 +204,20 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
   if (searched > 0)
     report_.push_back(fmt::format("AWQ: {} groups searched, mean calibration output error {:+.1f}% vs round to nearest",
                                   searched, -100.0 * saved_sum / searched));
-  stats_.layers.clear();  // the samples are no longer needed
+  if (method_ == QuantMethod::kAwq) {
+    stats_.layers.clear();  // nothing more needs the statistics
+  } else {
+    for (auto& layer : stats_.layers)
+      for (InputStats& in : layer) in.sample = {};
+  }
   return Status::ok();
 }
 
 Result<bool> CalibratedQuantizer::quantize(const std::string& name, std::vector<float>& w, int64_t rows, int64_t cols,
                                            DType t, void* dst) {
-  if (method_ != QuantMethod::kGptq || !has_block_grid(t) || cols % dtype_info(t).block_size != 0) return false;
+  if ((method_ != QuantMethod::kGptq && method_ != QuantMethod::kAwqGptq) || !has_block_grid(t) ||
+      cols % dtype_info(t).block_size != 0)
+    return false;
   int32_t layer = 0;
   LinearInput input{};
   if (!layer_matrix_input(name, &layer, &input) || layer < 0 || static_cast<size_t>(layer) >= stats_.layers.size())
@@ -219,6 +227,13 @@ Result<bool> CalibratedQuantizer::quantize(const std::string& name, std::vector<
   const auto key = std::pair{layer, static_cast<int32_t>(input)};
   auto it = factors_.find(key);
   if (it == factors_.end()) {
+    if (auto sc = awq_scales_.find(key); sc != awq_scales_.end()) {
+      // The matrix was scaled by s per input channel and its input divided by s.
+      const std::vector<float>& s = sc->second;
+      for (int64_t i = 0; i < cols; ++i)
+        for (int64_t j = 0; j < cols; ++j) in.hessian[static_cast<size_t>(i * cols + j)] /= s[static_cast<size_t>(i)] * s[static_cast<size_t>(j)];
+      awq_scales_.erase(sc);
+    }
     auto f = gptq_factor(in.hessian.data(), cols);
     if (!f) return error("{}: {}", name, f.status().message());
     it = factors_.emplace(key, std::move(f.value())).first;

@@ -23,7 +23,9 @@
 
 namespace pagoda {
 
-enum class QuantMethod { kRtn, kAwq, kGptq };
+// kAwqGptq: AWQ's scales first, then GPTQ on the scaled matrices, whose inputs (and so
+// Hessians) are divided by the same scales: H'_ij = H_ij / (s_i s_j).
+enum class QuantMethod { kRtn, kAwq, kGptq, kAwqGptq };
 
 // The format a tensor is written in (the quantize command's type policy).
 using TensorTypeFn = std::function<DType(const GgufTensor& tensor)>;
@@ -54,6 +56,7 @@ class CalibratedQuantizer {
   CalibrationStats stats_;
   std::map<std::string, std::vector<float>> replaced_;
   std::map<std::pair<int32_t, int32_t>, GptqFactor> factors_;
+  std::map<std::pair<int32_t, int32_t>, std::vector<float>> awq_scales_;  // per (layer, input), when not all 1
   std::vector<std::string> report_;
 };
 

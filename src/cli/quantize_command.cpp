@@ -173,8 +173,8 @@ Subcommand add_quantize_command(CLI::App& app) {
                   "instead; repeatable, the first matching rule wins. E.g. --keep q8_0='^output\\.weight|token_embd'")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--method", g_args.method.method,
-                  "rtn (round to nearest, default), awq (activation-aware channel scales) or gptq (Hessian-based "
-                  "error feedback); awq and gptq need --calib");
+                  "rtn (round to nearest, default), awq (activation-aware channel scales), gptq (Hessian-based "
+                  "error feedback) or awq+gptq (both); all but rtn need --calib");
   sub->add_option("--calib", g_args.method.calib_path, "Calibration text (plain UTF-8) for awq and gptq");
   sub->add_option("--calib-tokens", g_args.method.calib_tokens, "Calibration tokens to run (default 4096)");
   sub->add_option("--calib-ctx", g_args.method.calib_ctx, "Tokens per calibration chunk (default 512)");

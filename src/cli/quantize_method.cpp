@@ -39,7 +39,8 @@ Result<std::unique_ptr<QuantStrategy>> make_quant_strategy(const QuantMethodOpti
   QuantMethod method;
   if (options.method == "awq") method = QuantMethod::kAwq;
   else if (options.method == "gptq") method = QuantMethod::kGptq;
-  else return error("unknown --method '{}'; choose rtn, awq or gptq", options.method);
+  else if (options.method == "awq+gptq") method = QuantMethod::kAwqGptq;
+  else return error("unknown --method '{}'; choose rtn, awq, gptq or awq+gptq", options.method);
   if (options.calib_path.empty())
     return error("--method {} needs calibration text: --calib FILE (plain text, a few thousand tokens or more)",
                  options.method);

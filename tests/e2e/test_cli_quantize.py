@@ -165,8 +165,8 @@ def assert_failure(rc, err, out, *must_mention):
     (["--type", "Q4_0", "--keep", "q8_0=output("], ["regular expression"]),
     (["--type", "Q4_0", "--keep", "q8_0"], ["TYPE=REGEX"]),
     (["--type", "Q4_0", "--keep", "iq4_nl=output"], ["iq4_nl"]),
-    (["--type", "Q4_0", "--method", "awq"], ["awq", "not available yet"]),
-    (["--type", "Q4_0", "--method", "gptq", "--calib", "c.txt"], ["gptq", "not available yet"]),
+    (["--type", "Q4_0", "--method", "awq"], ["awq", "--calib"]),
+    (["--type", "Q4_0", "--method", "gptq", "--calib", "c.txt"], ["c.txt", "calibration text"]),
     (["--type", "Q4_0", "--method", "magic"], ["magic"]),
 ], ids=["type", "mix", "q8_k", "regex", "keep-syntax", "keep-type", "awq", "gptq", "method"])
 def test_bad_options(pagoda, gen_model, tmp_path, args, words):

@@ -83,15 +83,16 @@ def test_gptq_and_awq_lower_the_kl_divergence_below_round_to_nearest(pagoda_bin,
                                                                       typ):
     calib, evaluation = texts
     got = {}
-    for method in ("rtn", "gptq", "awq"):
+    for method in ("rtn", "gptq", "awq", "awq+gptq"):
         out = tmp_path / f"{typ}-{method}.gguf"
         log = quantize(pagoda_bin, f32_model, out, typ, method, calib)
-        if method == "awq":
+        if method.startswith("awq"):
             assert "AWQ:" in log and "alpha" in log, log
         got[method] = kld(pagoda_bin, out, f32_model, evaluation, kl_cache)
     print(typ, got)
     assert got["gptq"] < 0.9 * got["rtn"], got
     assert got["awq"] < got["rtn"], got
+    assert got["awq+gptq"] < got["awq"], got
 
 
 def test_gptq_writes_values_on_each_blocks_grid_and_standard_files(pagoda_bin, f32_model, texts, tmp_path):
