@@ -54,15 +54,23 @@ def run(cmd: list[str], log: list) -> str:
     return p.stdout
 
 
-def weight_bits(path: Path) -> float:
+def weight_bits(path: Path) -> tuple[float, float]:
+    """Bits per weight over all 2-D tensors, and over the layers' matrices only (blk.*:
+    without the embedding table, which is most of a small model's weights)."""
     import gguf  # gguf-py: reads tensor types and sizes
     r = gguf.GGUFReader(str(path))
-    bits = n = 0
+    bits = n = lbits = ln = 0
     for t in r.tensors:
-        if len(t.shape) >= 2:
+        if len(t.shape) >= 2 or t.tensor_type == gguf.GGMLQuantizationType.I8:
             bits += int(t.n_bytes) * 8
             n += int(t.n_elements)
-    return bits / n if n else float("nan")
+            if t.name.startswith("blk."):
+                lbits += int(t.n_bytes) * 8
+                ln += int(t.n_elements)
+        elif t.name.endswith(".weight.scale"):  # W8A8 row scales count with their matrix
+            bits += int(t.n_bytes) * 8
+            lbits += int(t.n_bytes) * 8 if t.name.startswith("blk.") else 0
+    return (bits / n if n else float("nan")), (lbits / ln if ln else float("nan"))
 
 
 def main() -> int:
@@ -102,8 +110,8 @@ def main() -> int:
     results = []
 
     def measure(label: str, method: str, path: Path) -> dict:
-        row = {"row": label, "method": method, "file": str(path), "size_mib": path.stat().st_size / 2**20,
-               "bpw": weight_bits(path)}
+        row = {"row": label, "method": method, "file": str(path), "size_mib": path.stat().st_size / 2**20}
+        row["bpw"], row["layer_bpw"] = weight_bits(path)
         cmd = [str(pagoda), "perplexity", "-m", str(path), "-f", str(text), "-c", str(a.ctx), "--chunks",
                str(a.chunks), "-t", str(a.threads), "--json"]
         if path != base:
@@ -146,11 +154,12 @@ def main() -> int:
     kept = f"; every row with --keep {' --keep '.join(a.keep)}" if a.keep else ""
     print(f"\n{base.name}, evaluation text {text.name}: {a.chunks} chunks of {a.ctx} tokens (second halves scored)"
           f"{kept}\n")
-    print("| format | method | bits/weight | size MiB | PPL | PPL vs base | mean KLD | top-1 % | pp512 t/s | tg128 t/s |")
+    print("| format | method | bits/weight (layers) | size MiB | PPL | PPL vs base | mean KLD | top-1 % | pp512 t/s "
+          "| tg128 t/s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
         dppl = 100.0 * (r["ppl"] / base_row["ppl"] - 1.0)
-        print(f"| {r['row']} | {r['method']} | {r['bpw']:.2f} | {r['size_mib']:.1f} | {r['ppl']:.3f} +/- {r['ppl_error']:.3f} "
+        print(f"| {r['row']} | {r['method']} | {r['bpw']:.2f} ({r['layer_bpw']:.2f}) | {r['size_mib']:.1f} | {r['ppl']:.3f} +/- {r['ppl_error']:.3f} "
               f"| {dppl:+.2f}% | {r['kld']:.5f} +/- {r['kld_error']:.5f} | {r['top1']:.2f} | {r.get('pp', float('nan')):.1f} "
               f"| {r.get('tg', float('nan')):.1f} |")
     json_out = Path(a.json_out) if a.json_out else cache_dir() / "bench-results" / f"quant-report-{int(time.time())}.json"

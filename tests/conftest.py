@@ -6,6 +6,7 @@ because a missing binary means the build is broken.
 """
 import os
 import pathlib
+import subprocess
 
 import pytest
 
@@ -34,3 +35,28 @@ def shared_model():
             pytest.skip(f"{p} is not present (shared models folder missing)")
         return p
     return get
+
+
+@pytest.fixture(scope="session")
+def llamacpp_bin():
+    """llama.cpp's bin folder built by scripts/build_llamacpp (or $LLAMACPP_BIN), or None;
+    tests that need a binary from it skip with a message when it is missing."""
+    env = os.environ.get("LLAMACPP_BIN")
+    if env:
+        return pathlib.Path(env)
+    cache = pathlib.Path(os.environ.get("PAGODA_CACHE", pathlib.Path.home() / ".cache" / "pagoda"))
+    dirs = sorted(cache.glob("llama.cpp-build-*/bin"))
+    return dirs[-1] if dirs else None
+
+
+@pytest.fixture
+def quant_tool(pagoda_bin):
+    """Runs bin/pagoda-quant-tool (tests/quant/quant_tool.cc) and returns its stdout."""
+    path = pagoda_bin("pagoda-quant-tool")
+
+    def run(*args, data=b""):
+        r = subprocess.run([str(path), *map(str, args)], input=data, capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr.decode()
+        return r.stdout
+    return run
+

@@ -8,6 +8,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "cli/commands.h"
+#include "cli/human_size.h"
 #include "quant/w8a8.h"
 
 namespace pagoda {
@@ -39,16 +40,6 @@ std::string value_to_string(const GgufValue& v, size_t max_items) {
   return fmt::format("{}", *v.as_int());
 }
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.2f} {}", b, units[u]);
-}
-
 int run_inspect() {
   auto file = GgufFile::open(g_args.model);
   if (!file) {
@@ -57,7 +48,7 @@ int run_inspect() {
   }
   const GgufFile& f = *file;
   fmt::print("file: {}\nGGUF version {}, {} metadata keys, {} tensors, alignment {}, size {}\n\n", f.path(),
-             f.version(), f.metadata().size(), f.tensors().size(), f.alignment(), human_bytes(f.file_size()));
+             f.version(), f.metadata().size(), f.tensors().size(), f.alignment(), human_size(f.file_size()));
   fmt::print("metadata:\n");
   for (const auto& [k, v] : f.metadata()) fmt::print("  {:<44} {}\n", k, value_to_string(v, 8));
   std::map<std::string, std::pair<int64_t, size_t>> by_type;
@@ -79,7 +70,7 @@ int run_inspect() {
     const bool layer = t.name.rfind("blk.", 0) == 0;
     if (g_args.all_tensors || !layer || t.name.rfind("blk.0.", 0) == 0) {
       fmt::print("  {:<36} {:<6} [{}] {}\n", t.name, type_name, fmt::join(t.shape, ", "),
-                 human_bytes(static_cast<double>(t.nbytes)));
+                 human_size(static_cast<double>(t.nbytes)));
       ++shown;
     }
   }
@@ -87,13 +78,13 @@ int run_inspect() {
     fmt::print("  ... {} more layer tensors (--all-tensors lists them)\n", f.tensors().size() - shown);
   fmt::print("\nformats:\n");
   for (const auto& [name, e] : by_type)
-    fmt::print("  {:<6} {:>5} tensors  {}\n", name, e.first, human_bytes(static_cast<double>(e.second)));
+    fmt::print("  {:<6} {:>5} tensors  {}\n", name, e.first, human_size(static_cast<double>(e.second)));
   if (w8a8_tensors > 0)
     fmt::print("  {} is a Pagoda format (int8 weights with an F32 scale per row in <name>{}, int8 activations "
                "per token): llama.cpp cannot load this file\n",
                kW8A8FormatName, kW8A8ScaleSuffix);
   fmt::print("\nparameters: {} ({:.1f}M), weights {} ({:.2f} bits/weight)\n", params, params / 1e6,
-             human_bytes(static_cast<double>(bytes)), params ? 8.0 * bytes / params : 0.0);
+             human_size(static_cast<double>(bytes)), params ? 8.0 * bytes / params : 0.0);
   ThreadPool pool(1);
   auto model = Model::load(f, pool);
   if (!model) {
@@ -106,8 +97,8 @@ int run_inspect() {
   fmt::print("model: {} | layers {} | embd {} | heads {} (kv {}) x {} | ffn {} | vocab {} | trained ctx {}\n",
              c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train);
   fmt::print("memory at ctx {}: weights {} (mmap) + KV cache {} (FP16) = {}\n", ctx,
-             human_bytes(static_cast<double>(bytes)), human_bytes(static_cast<double>(kv)),
-             human_bytes(static_cast<double>(bytes + kv)));
+             human_size(static_cast<double>(bytes)), human_size(static_cast<double>(kv)),
+             human_size(static_cast<double>(bytes + kv)));
   return 0;
 }
 

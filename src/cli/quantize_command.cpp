@@ -15,6 +15,7 @@
 
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/human_size.h"
 #include "cli/model_loader.h"
 #include "cli/quantize_method.h"
 #include "cli/quantize_plan.h"

@@ -6,17 +6,9 @@
 
 #include <cstdio>
 
-namespace pagoda {
+#include "cli/human_size.h"
 
-std::string human_size(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.2f} {}", b, units[u]);
-}
+namespace pagoda {
 
 bool QuantizeProgress::stderr_is_tty() { return isatty(STDERR_FILENO) != 0; }
 

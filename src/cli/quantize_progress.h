@@ -11,7 +11,6 @@
 
 namespace pagoda {
 
-std::string human_size(double bytes);  // "12.34 MiB"
 
 class QuantizeProgress {
  public:

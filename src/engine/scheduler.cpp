@@ -181,14 +181,26 @@ int32_t Scheduler::static_reservation(const Sequence* s) const {
 
 void Scheduler::schedule_static() {
   if (running_.empty()) {
-    // A new batch: whole prompts, in arrival order, as many as fit.
+    // A new batch: whole prompts, in arrival order, as many as the rectangle of rows x
+    // (longest prompt + largest max_tokens) fits in the free blocks; every row reserves
+    // the rectangle's length, which its padding never outgrows.
     std::sort(waiting_.begin(), waiting_.end(), [&](const Sequence* a, const Sequence* b) { return before(a, b); });
+    const int64_t bs = pool_.block_size();
+    int64_t rows = 0, longest_prompt = 0, longest_output = 0, length = 0;
+    for (const Sequence* s : waiting_) {
+      if (rows == config_.max_num_seqs) break;
+      const int64_t p = std::max<int64_t>(longest_prompt, s->len());
+      const int64_t o = std::max<int64_t>(longest_output, static_reservation(s) - s->len());
+      const int64_t len = std::min<int64_t>(p + o, config_.max_model_len > 0 ? config_.max_model_len : p + o);
+      if (rows > 0 && (rows + 1) * ((len + bs - 1) / bs) > pool_.num_free()) break;
+      ++rows, longest_prompt = p, longest_output = o, length = len;
+    }
     size_t taken = 0;
-    while (taken < waiting_.size() && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    while (taken < static_cast<size_t>(rows)) {
       Sequence* s = waiting_[taken];
       s->num_computed = claim_cached_prefix(s);
       if (s->output_len() == 0) s->cached_prompt_tokens = s->num_computed;
-      if (!reserve(s, static_reservation(s)) && (!running_.empty() || !reserve(s, s->len()))) {
+      if (!reserve(s, static_cast<int32_t>(length)) && (!running_.empty() || !reserve(s, s->len()))) {
         release(s);
         break;
       }

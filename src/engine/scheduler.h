@@ -18,11 +18,12 @@
 // generate): a batch of up to max_num_seqs requests is admitted only when nothing runs,
 // prefilled whole, and decoded until all of it has finished; a sequence that finishes
 // early keeps its row and is computed (as padding, its tokens unreported) until then.
-// Like those systems it reserves each admitted request's whole KV up front (prompt plus
-// max_tokens, capped at the context), since it cannot grow a row's cache later; so at
-// equal KV memory it fits fewer requests than paged continuous batching, which is the
-// comparison the baseline asks for. A request whose reservation would not fit
-// even an empty pool reserves only its prompt and grows block by block.
+// Like those systems it allocates the batch's KV up front as a rectangle: every row gets
+// the longest prompt plus the largest max_tokens of the batch (capped at the context),
+// since a row cannot grow later and its padding runs as long as the longest request. So
+// at equal KV memory it fits fewer requests than paged continuous batching, which is the
+// comparison the baseline is for. A request whose rectangle would not fit even an empty
+// pool runs alone, reserving only its prompt and growing block by block.
 #pragma once
 
 #include <cstdint>
@@ -93,7 +94,7 @@ class Scheduler {
   void hash_full_blocks(Sequence* s);
   void schedule_continuous();
   void schedule_static();
-  // Positions a static-mode request reserves at admission: prompt + max_tokens, capped.
+  // A static-mode request's own length: prompt + max_tokens, capped at the context.
   int32_t static_reservation(const Sequence* s) const;
 
   SchedulerConfig config_;

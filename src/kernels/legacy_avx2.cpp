@@ -24,6 +24,7 @@
 
 #include "kernels/legacy_layout.h"
 #include "kernels/simd_registry.h"
+#include "kernels/tile_buffer.h"
 #include "quant/blocks.h"
 
 namespace pagoda::simd {
@@ -190,25 +191,7 @@ float dot(int64_t n, const void* wv, const void* xv) {
 
 // ---------------------------------------------------------------- tile (GEMM)
 
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { delete[] p_; }
-  Y32* get(size_t n) {
-    if (n > cap_) {
-      delete[] p_;
-      p_ = new Y32[n];
-      cap_ = n;
-    }
-    return p_;
-  }
-
- private:
-  Y32* p_ = nullptr;
-  size_t cap_ = 0;
-};
+using Buffer = TileBuffer<Y32>;
 
 thread_local Buffer t_xbuf;
 thread_local Buffer t_wbuf;

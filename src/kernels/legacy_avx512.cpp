@@ -37,6 +37,7 @@
 
 #include "kernels/legacy_layout.h"
 #include "kernels/simd_registry.h"
+#include "kernels/tile_buffer.h"
 #include "quant/blocks.h"
 
 namespace pagoda::simd {
@@ -255,26 +256,7 @@ float dot(int64_t n, const void* wv, const void* xv) {
 
 // ---------------------------------------------------------------- tile (GEMM)
 
-// Per-thread staging buffers of the tile body, grown on demand and kept.
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { delete[] p_; }
-  Z64* get(size_t n) {
-    if (n > cap_) {
-      delete[] p_;
-      p_ = new Z64[n];
-      cap_ = n;
-    }
-    return p_;
-  }
-
- private:
-  Z64* p_ = nullptr;
-  size_t cap_ = 0;
-};
+using Buffer = TileBuffer<Z64>;
 
 thread_local Buffer t_xbuf;
 thread_local Buffer t_wbuf;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/w8a8_kernels.h"
+#include "kernels/tile_buffer.h"
 
 namespace pagoda::simd {
 namespace {
@@ -18,26 +19,7 @@ struct alignas(64) Z64 {
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-// Per-thread buffers of a tile body, grown on demand and kept.
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { delete[] p_; }
-  Z64* get(size_t n) {
-    if (n > cap_) {
-      delete[] p_;
-      p_ = new Z64[n];
-      cap_ = n;
-    }
-    return p_;
-  }
-
- private:
-  Z64* p_ = nullptr;
-  size_t cap_ = 0;
-};
+using Buffer = TileBuffer<Z64>;
 
 // Tokens multiplied per repacked panel: their staged blocks (256 * n bytes) stay in L2
 // while the panel is reused; a multiple of the block of 8.

@@ -14,8 +14,6 @@ error (||w8a8 - f32|| / ||f32|| per position) to stay within 2x Q8_0's on the sa
 """
 from __future__ import annotations
 
-import glob
-import os
 import subprocess
 from pathlib import Path
 
@@ -131,18 +129,9 @@ def test_run_generates_and_bad_scale_tensor_is_a_clean_error(pagoda_bin, gen, tm
     assert not any(m in err for m in CRASH_MARKERS), err
 
 
-def _llamacpp_bin_dir():
-    env = os.environ.get("LLAMACPP_BIN")
-    if env:
-        return Path(env)
-    cache = Path(os.environ.get("PAGODA_CACHE", Path.home() / ".cache" / "pagoda"))
-    dirs = sorted(glob.glob(str(cache / "llama.cpp-build-*" / "bin")))
-    return Path(dirs[-1]) if dirs else None
-
-
-def test_llamacpp_refuses_the_file(gen):
+def test_llamacpp_refuses_the_file(gen, llamacpp_bin):
     """What inspect says: llama.cpp does not load a W8A8 file (when llama.cpp is built)."""
-    d = _llamacpp_bin_dir()
+    d = llamacpp_bin
     exe = d / "llama-completion" if d else None
     if exe is None or not exe.exists():
         pytest.skip("llama.cpp is not built (scripts/build_llamacpp); skipping the llama.cpp check")

@@ -121,9 +121,10 @@ TEST(Engine, StaticBatchingGivesTheSameOutputs) {
     EXPECT_EQ((got[{ids[i], 0}]), run_alone(*m.model, m.tok.get(), w.prompts[i], greedy(w.max_tokens[i]))) << i;
 }
 
-// Static batching cannot grow a row's cache, so it reserves prompt + max_tokens at
-// admission; at equal KV memory it admits fewer requests than paged continuous batching.
-TEST(Engine, StaticBatchingReservesEachRequestsWholeOutputAtAdmission) {
+// Static batching cannot grow a row's cache, so it reserves rows x (longest prompt +
+// largest max_tokens) at admission; at equal KV memory it admits fewer requests than paged
+// continuous batching, and its padding rows never need more blocks (no preemption).
+TEST(Engine, StaticBatchingReservesTheBatchsRectangleAtAdmission) {
   ThreadPool pool(2);
   auto m = load_tiny(pool, "engine_static_reserve");
   const auto admitted_after_one_step = [&](ScheduleMode mode, int32_t max_tokens) {
@@ -137,15 +138,26 @@ TEST(Engine, StaticBatchingReservesEachRequestsWholeOutputAtAdmission) {
     EXPECT_TRUE(e.is_ok());
     std::vector<int32_t> prompt(10);
     for (int i = 0; i < 10; ++i) prompt[static_cast<size_t>(i)] = 3 + i;
-    for (int i = 0; i < 8; ++i) EXPECT_TRUE((*e)->add_request(prompt, greedy(max_tokens)).is_ok());
+    // Every other request stops early; the rectangle still takes the largest max_tokens.
+    std::map<RequestId, int32_t> wanted;
+    for (int i = 0; i < 8; ++i) {
+      const int32_t n = i % 2 ? max_tokens : 20;
+      auto id = (*e)->add_request(prompt, greedy(n));
+      EXPECT_TRUE(id.is_ok());
+      if (id.is_ok()) wanted[*id] = n;
+    }
     auto first = (*e)->step();
     EXPECT_TRUE(first.is_ok());
     const EngineStats st = (*e)->stats();
     Outputs got = drain(**e);
     for (const StepOutput& o : *first) got[{o.request, o.index}].insert(got[{o.request, o.index}].begin(), o.token);
     EXPECT_EQ(got.size(), 8u) << "every request must still complete";
-    const int32_t expect_len = std::min(max_tokens, (*e)->max_model_len() - 10);
-    for (const auto& [key, toks] : got) EXPECT_EQ(static_cast<int32_t>(toks.size()), expect_len);
+    const int32_t longest = std::min(max_tokens, (*e)->max_model_len() - 10);
+    for (const auto& [key, toks] : got)
+      EXPECT_EQ(static_cast<int32_t>(toks.size()), std::min(wanted[key.first], longest));
+    if (mode == ScheduleMode::kStatic && max_tokens < 100) {
+      EXPECT_EQ((*e)->stats().preemptions, 0) << "padding rows outgrew the rectangle";
+    }
     return std::pair{st.num_running, st.used_blocks};
   };
   EXPECT_EQ(admitted_after_one_step(ScheduleMode::kStatic, 60), (std::pair<size_t, int32_t>{4, 20}));

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <utility>
 
 #include "quant/block_grid.h"
 #include "quant_test_util.h"
@@ -67,6 +68,18 @@ double output_error(DType t, const std::vector<uint8_t>& q, const std::vector<fl
   return err;
 }
 
+// The rows quantized both ways: round to nearest, and GPTQ with factor f.
+std::pair<std::vector<uint8_t>, std::vector<uint8_t>> rtn_and_gptq(DType t, const GptqFactor& f,
+                                                                   const std::vector<float>& w, int64_t rows,
+                                                                   int64_t cols, ThreadPool& pool) {
+  std::vector<uint8_t> rtn(row_bytes(t, cols) * static_cast<size_t>(rows)), gptq(rtn.size());
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(t, w.data() + r * cols, rtn.data() + static_cast<size_t>(r) * row_bytes(t, cols), cols);
+  std::vector<float> work = w;
+  gptq_quantize(t, f, work.data(), rows, gptq.data(), pool);
+  return {rtn, gptq};
+}
+
 TEST(Gptq, LowersTheOutputErrorBelowRoundToNearestOnCorrelatedInputs) {
   const int64_t rows = 24, cols = 512, n = 384;
   const std::vector<float> x = correlated_inputs(n, cols, 1);
@@ -76,11 +89,7 @@ TEST(Gptq, LowersTheOutputErrorBelowRoundToNearestOnCorrelatedInputs) {
   ThreadPool pool(2);
   for (DType t : kGridTypes) {
     const std::vector<float> w = testing::make_row(testing::Shape::kGaussian, rows * cols, 9);
-    std::vector<uint8_t> rtn(row_bytes(t, cols) * rows), gptq(rtn.size());
-    for (int64_t r = 0; r < rows; ++r)
-      quantize_row(t, w.data() + r * cols, rtn.data() + static_cast<size_t>(r) * row_bytes(t, cols), cols);
-    std::vector<float> work = w;
-    gptq_quantize(t, *f, work.data(), rows, gptq.data(), pool);
+    const auto [rtn, gptq] = rtn_and_gptq(t, *f, w, rows, cols, pool);
     const double e_rtn = output_error(t, rtn, w, x, rows, cols, n);
     const double e_gptq = output_error(t, gptq, w, x, rows, cols, n);
     EXPECT_LT(e_gptq, 0.8 * e_rtn) << dtype_name(t) << ": GPTQ " << e_gptq << " vs RTN " << e_rtn;
@@ -96,11 +105,7 @@ TEST(Gptq, WithAnIdentityHessianItIsRoundToNearest) {
   ThreadPool pool(2);
   for (DType t : kGridTypes) {
     const std::vector<float> w = testing::make_row(testing::Shape::kGaussian, rows * cols, 4);
-    std::vector<uint8_t> rtn(row_bytes(t, cols) * rows), gptq(rtn.size());
-    for (int64_t r = 0; r < rows; ++r)
-      quantize_row(t, w.data() + r * cols, rtn.data() + static_cast<size_t>(r) * row_bytes(t, cols), cols);
-    std::vector<float> work = w;
-    gptq_quantize(t, *f, work.data(), rows, gptq.data(), pool);
+    const auto [rtn, gptq] = rtn_and_gptq(t, *f, w, rows, cols, pool);
     testing::expect_grid_rounding_matches_rtn(t, w.data(), rows * cols, rtn, gptq, std::string(dtype_name(t)));
   }
 }

@@ -3,7 +3,6 @@ dequantized values sit on a grid of exactly that step, spanning no more levels t
 format has (so it is not a fraction of the true step), and round-to-nearest puts almost
 every value within one step of its original. The llama-quantize comparison relies on
 these steps as its tolerance."""
-import subprocess
 
 import numpy as np
 import pytest
@@ -18,23 +17,12 @@ LEVELS = {"Q4_0": 15, "Q4_1": 15, "Q5_0": 31, "Q5_1": 31, "Q8_0": 254, "Q2_K": 3
 GROUP = {"Q2_K": 16, "Q3_K": 16, "Q6_K": 16}
 
 
-@pytest.fixture
-def tool(pagoda_bin):
-    path = pagoda_bin("pagoda-quant-tool")
-
-    def run(*args, data=b""):
-        r = subprocess.run([str(path), *map(str, args)], input=data, capture_output=True, timeout=60)
-        assert r.returncode == 0, r.stderr.decode()
-        return r.stdout
-    return run
-
-
 @pytest.mark.parametrize("name", list(LEVELS))
-def test_steps_are_the_grid_of_each_group(tool, name):
+def test_steps_are_the_grid_of_each_group(quant_tool, name):
     rng = np.random.default_rng(5)
     n = 256 * 64
     x = (rng.standard_normal(n) * np.repeat(10.0 ** rng.uniform(-3, 1, n // 256), 256)).astype(np.float32)
-    raw = np.frombuffer(tool("quant", name, n, data=x.tobytes()), np.uint8).reshape(1, -1)
+    raw = np.frombuffer(quant_tool("quant", name, n, data=x.tobytes()), np.uint8).reshape(1, -1)
     qt = T[name]
     vals = quants.dequantize(raw, qt).astype(np.float32).reshape(1, n)
     st = quant_steps.steps(qt, raw, vals)

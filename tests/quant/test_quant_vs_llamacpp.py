@@ -12,10 +12,6 @@ llama.cpp is an optional oracle: it is built by scripts/build_llamacpp into a ca
 folder. Without it these tests skip (our own binary missing still fails, via conftest).
 """
 import ctypes
-import glob
-import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,35 +23,15 @@ SIZES = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
          "Q5_K": (256, 176), "Q6_K": (256, 210), "Q8_K": (256, 292)}
 
 
-def llamacpp_bin_dir():
-    env = os.environ.get("LLAMACPP_BIN")
-    if env:
-        return Path(env)
-    cache = Path(os.environ.get("PAGODA_CACHE", Path.home() / ".cache" / "pagoda"))
-    dirs = sorted(glob.glob(str(cache / "llama.cpp-build-*" / "bin")))
-    return Path(dirs[-1]) if dirs else None
-
-
 @pytest.fixture(scope="module")
-def ggml():
-    d = llamacpp_bin_dir()
+def ggml(llamacpp_bin):
+    d = llamacpp_bin
     if d is None or not (d / "libggml-base.so").exists():
         pytest.skip("llama.cpp is not built (scripts/build_llamacpp); skipping the llama.cpp oracle")
     base = ctypes.CDLL(str(d / "libggml-base.so"))
     cpu = ctypes.CDLL(str(d / "libggml-cpu.so"))
     cpu.ggml_cpu_init()  # fills the FP16 tables the generic kernels may read
     return base, cpu
-
-
-@pytest.fixture
-def tool(pagoda_bin):
-    path = pagoda_bin("pagoda-quant-tool")
-
-    def run(*args, data=b""):
-        r = subprocess.run([str(path), *map(str, args)], input=data, capture_output=True, timeout=60)
-        assert r.returncode == 0, r.stderr.decode()
-        return r.stdout
-    return run
 
 
 def c_name(name):
@@ -73,8 +49,8 @@ def ref_quantize(ggml, name, x):
     return out
 
 
-def ours_quantize(tool, name, x):
-    return np.frombuffer(tool("quant", name, x.size, data=x.tobytes()), np.uint8)
+def ours_quantize(quant_tool, name, x):
+    return np.frombuffer(quant_tool("quant", name, x.size, data=x.tobytes()), np.uint8)
 
 
 def rows(rng, n):
@@ -96,19 +72,19 @@ def rows(rng, n):
 
 
 @pytest.mark.parametrize("name", LEGACY + KQUANTS + ["Q8_K"])
-def test_quantize_matches_llamacpp_ref(ggml, tool, name):
+def test_quantize_matches_llamacpp_ref(ggml, quant_tool, name):
     rng = np.random.default_rng(17)
     bs, ts = SIZES[name]
     n = 256 * 64
     for case, x in rows(rng, n).items():
-        ours = ours_quantize(tool, name, x)
+        ours = ours_quantize(quant_tool, name, x)
         ref = ref_quantize(ggml, name, x)
         bad = np.flatnonzero((ours.reshape(-1, ts) != ref.reshape(-1, ts)).any(axis=1))
         assert bad.size == 0, f"{name}/{case}: {bad.size} of {n // bs} blocks differ, first {bad[:5]}"
 
 
 @pytest.mark.parametrize("name", LEGACY + KQUANTS + ["Q8_K"])
-def test_dequantize_matches_llamacpp(ggml, tool, name):
+def test_dequantize_matches_llamacpp(ggml, quant_tool, name):
     rng = np.random.default_rng(19)
     bs, ts = SIZES[name]
     n = 256 * 32
@@ -116,7 +92,7 @@ def test_dequantize_matches_llamacpp(ggml, tool, name):
     q = ref_quantize(ggml, name, x)
     ref = np.zeros(n, np.float32)
     getattr(ggml[0], f"dequantize_row_{c_name(name)}")(ptr(q), ptr(ref), ctypes.c_int64(n))
-    ours = np.frombuffer(tool("dequant", name, n, data=q.tobytes()), np.float32)
+    ours = np.frombuffer(quant_tool("dequant", name, n, data=q.tobytes()), np.float32)
     assert np.array_equal(ours.view(np.uint32), ref.view(np.uint32))
 
 
@@ -127,7 +103,7 @@ ACT = {**{t: "Q8_0" for t in LEGACY}, "Q4_1": "Q8_1", "Q5_1": "Q8_1", **{t: "Q8_
 
 
 @pytest.mark.parametrize("name", LEGACY + KQUANTS)
-def test_vec_dot_matches_llamacpp(ggml, tool, name):
+def test_vec_dot_matches_llamacpp(ggml, quant_tool, name):
     rng = np.random.default_rng(23)
     n = 4096
     act = ACT[name]
@@ -140,8 +116,8 @@ def test_vec_dot_matches_llamacpp(ggml, tool, name):
         s = ctypes.c_float()
         fn(ctypes.c_int(n), ctypes.byref(s), ctypes.c_size_t(0), ptr(wq), ctypes.c_size_t(0), ptr(xq),
            ctypes.c_size_t(0), ctypes.c_int(1))
-        got, exact = map(float, tool("dot", name, n, data=wq.tobytes() + x.tobytes()).split())
-        wd = np.frombuffer(tool("dequant", name, n, data=wq.tobytes()), np.float32).astype(np.float64)
+        got, exact = map(float, quant_tool("dot", name, n, data=wq.tobytes() + x.tobytes()).split())
+        wd = np.frombuffer(quant_tool("dequant", name, n, data=wq.tobytes()), np.float32).astype(np.float64)
         magnitude = float(np.sum((np.abs(wd) + np.abs(wd).max()) * np.abs(x)))
         # As in vec_dot_test.cpp: float roundings are bounded by 2^-24 of `magnitude` each;
         # llama.cpp sums in SIMD lanes, so allow a few per block (4e-6 ~ 67 * 2^-24).

@@ -11,7 +11,6 @@ llama.cpp is an optional oracle (scripts/build_llamacpp); without it these tests
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -33,20 +32,11 @@ PROMPT = [1, 5, 9, 42]
 N_GEN = 4
 
 
-def llamacpp_bin_dir():
-    env = os.environ.get("LLAMACPP_BIN")
-    if env:
-        return Path(env)
-    cache = Path(os.environ.get("PAGODA_CACHE", Path.home() / ".cache" / "pagoda"))
-    dirs = sorted(glob.glob(str(cache / "llama.cpp-build-*" / "bin")))
-    return Path(dirs[-1]) if dirs else None
-
-
 @pytest.fixture(scope="module")
-def llama_quantize():
+def llama_quantize(llamacpp_bin):
     if os.environ.get("PAGODA_SKIP_LLAMACPP") == "1":
         pytest.skip("PAGODA_SKIP_LLAMACPP=1")
-    d = llamacpp_bin_dir()
+    d = llamacpp_bin
     if d is None or not (d / "llama-quantize").exists():
         pytest.skip("llama.cpp is not built (scripts/build_llamacpp); skipping the llama-quantize comparison")
     return d / "llama-quantize"
