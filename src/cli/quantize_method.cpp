@@ -41,6 +41,9 @@ Result<std::unique_ptr<QuantStrategy>> make_quant_strategy(const QuantMethodOpti
   else if (options.method == "gptq") method = QuantMethod::kGptq;
   else if (options.method == "awq+gptq") method = QuantMethod::kAwqGptq;
   else return error("unknown --method '{}'; choose rtn, awq, gptq or awq+gptq", options.method);
+  if (policy.target() == DType::I8 && method != QuantMethod::kAwq)
+    return error("--method {} does not apply to W8A8 (GPTQ needs a block format's grid); use --method awq or rtn",
+                 options.method);
   if (options.calib_path.empty())
     return error("--method {} needs calibration text: --calib FILE (plain text, a few thousand tokens or more)",
                  options.method);
