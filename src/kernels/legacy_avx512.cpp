@@ -193,48 +193,12 @@ inline __m512i x_pair(const uint8_t* a, const uint8_t* b) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a + kXQs)), load256(b + kXQs), 1);
 }
 
+// The blocks past the last full step of four, one at a time (the tail of a row).
 template <typename B>
-float dot(int64_t n, const void* wv, const void* xv) {
+float dot_tail(int64_t i, int64_t nb, const uint8_t* w, const uint8_t* x) {
   using L = Layout<B>;
   constexpr int kB = sizeof(B);
-  const auto* w = static_cast<const uint8_t*>(wv);
-  const auto* x = static_cast<const uint8_t*>(xv);
-  const int64_t nb = n / kQK;
-  const __m512i zero = _mm512_setzero_si512();
-  const __m512i off = _mm512_set1_epi8(static_cast<char>(L::kMin ? 1 : L::kOffset));
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  __m512 accm0 = _mm512_setzero_ps(), accm1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 4 <= nb; i += 4) {
-    const uint8_t* wg = w + i * kB;
-    const uint8_t* xg = x + i * kXBytes;
-    const __m512i xd = spread_fp16<kXBytes, 0>(xg);
-    const __m512i wd = spread_fp16<kB, 0>(wg);
-    const __m512 xs0 = half_lo(xd), xs1 = half_hi(xd);
-    const __m512 s0 = _mm512_mul_ps(half_lo(wd), xs0);
-    const __m512 s1 = _mm512_mul_ps(half_hi(wd), xs1);
-    const __m512i x0 = x_pair(xg, xg + kXBytes);
-    const __m512i x1 = x_pair(xg + 2 * kXBytes, xg + 3 * kXBytes);
-    const __m512i u0 = weights_pair<B>(wg, wg + kB);
-    const __m512i u1 = weights_pair<B>(wg + 2 * kB, wg + 3 * kB);
-    __m512i d0 = _mm512_dpbusd_epi32(zero, u0, x0);
-    __m512i d1 = _mm512_dpbusd_epi32(zero, u1, x1);
-    // The offset's share (or, with a min, the plain sum of x).
-    const __m512i c0 = _mm512_dpbusd_epi32(zero, off, x0);
-    const __m512i c1 = _mm512_dpbusd_epi32(zero, off, x1);
-    if constexpr (L::kMin) {
-      const __m512i md = spread_fp16<kB, L::kM>(wg);
-      accm0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c0), _mm512_mul_ps(half_lo(md), xs0), accm0);
-      accm1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c1), _mm512_mul_ps(half_hi(md), xs1), accm1);
-    } else {
-      d0 = _mm512_sub_epi32(d0, c0);
-      d1 = _mm512_sub_epi32(d1, c1);
-    }
-    acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc1);
-  }
-  acc0 = _mm512_add_ps(acc0, acc1);
-  if constexpr (L::kMin) acc0 = _mm512_add_ps(acc0, _mm512_add_ps(accm0, accm1));
+  const __m256i off = _mm256_set1_epi8(static_cast<char>(L::kMin ? 1 : L::kOffset));
   __m256 tail = _mm256_setzero_ps();
   const __m256i zero8 = _mm256_setzero_si256();
   for (; i < nb; ++i) {
@@ -242,7 +206,7 @@ float dot(int64_t n, const void* wv, const void* xv) {
     const uint8_t* xb = x + i * kXBytes;
     const __m256i xq = load256(xb + kXQs);
     __m256i d = _mm256_dpbusd_epi32(zero8, weights_one<B>(wb), xq);
-    const __m256i c = _mm256_dpbusd_epi32(zero8, _mm512_castsi512_si256(off), xq);
+    const __m256i c = _mm256_dpbusd_epi32(zero8, off, xq);
     const float dx = half(xb);
     if constexpr (L::kMin) {
       tail = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), _mm256_set1_ps(half(wb + L::kM) * dx), tail);
@@ -251,7 +215,88 @@ float dot(int64_t n, const void* wv, const void* xv) {
     }
     tail = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(half(wb) * dx), tail);
   }
-  return hsum(acc0) + hsum(tail);
+  return hsum(tail);
+}
+
+// kR rows (row stride ws) against one activation row: y[r] = dot of row r. What depends
+// only on the activations (their loads, scales and the offset's dpbusd) is done once per
+// step for all rows, and each row keeps its own accumulators in the same order as a
+// single row would, so every y[r] is the one-row result bit for bit.
+template <typename B, int kR>
+void dot_rows_fixed(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, float* y) {
+  using L = Layout<B>;
+  constexpr int kB = sizeof(B);
+  const int64_t nb = n / kQK;
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i off = _mm512_set1_epi8(static_cast<char>(L::kMin ? 1 : L::kOffset));
+  __m512 acc0[kR], acc1[kR], accm0[kR], accm1[kR];
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) acc0[r] = acc1[r] = accm0[r] = accm1[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    const uint8_t* xg = x + i * kXBytes;
+    const __m512i xd = spread_fp16<kXBytes, 0>(xg);
+    const __m512 xs0 = half_lo(xd), xs1 = half_hi(xd);
+    const __m512i x0 = x_pair(xg, xg + kXBytes);
+    const __m512i x1 = x_pair(xg + 2 * kXBytes, xg + 3 * kXBytes);
+    // The offset's share (or, with a min, the plain sum of x).
+    const __m512i c0 = _mm512_dpbusd_epi32(zero, off, x0);
+    const __m512i c1 = _mm512_dpbusd_epi32(zero, off, x1);
+    __m512 cf0, cf1;
+    if constexpr (L::kMin) {
+      cf0 = _mm512_cvtepi32_ps(c0);
+      cf1 = _mm512_cvtepi32_ps(c1);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < kR; ++r) {
+      const uint8_t* wg = w + r * ws + i * kB;
+      const __m512i wd = spread_fp16<kB, 0>(wg);
+      const __m512 s0 = _mm512_mul_ps(half_lo(wd), xs0);
+      const __m512 s1 = _mm512_mul_ps(half_hi(wd), xs1);
+      const __m512i u0 = weights_pair<B>(wg, wg + kB);
+      const __m512i u1 = weights_pair<B>(wg + 2 * kB, wg + 3 * kB);
+      __m512i d0 = _mm512_dpbusd_epi32(zero, u0, x0);
+      __m512i d1 = _mm512_dpbusd_epi32(zero, u1, x1);
+      if constexpr (L::kMin) {
+        const __m512i md = spread_fp16<kB, L::kM>(wg);
+        accm0[r] = _mm512_fmadd_ps(cf0, _mm512_mul_ps(half_lo(md), xs0), accm0[r]);
+        accm1[r] = _mm512_fmadd_ps(cf1, _mm512_mul_ps(half_hi(md), xs1), accm1[r]);
+      } else {
+        d0 = _mm512_sub_epi32(d0, c0);
+        d1 = _mm512_sub_epi32(d1, c1);
+      }
+      acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) {
+    __m512 a = _mm512_add_ps(acc0[r], acc1[r]);
+    if constexpr (L::kMin) a = _mm512_add_ps(a, _mm512_add_ps(accm0[r], accm1[r]));
+    y[r] = hsum(a) + dot_tail<B>(i, nb, w + r * ws, x);
+  }
+}
+
+template <typename B>
+float dot(int64_t n, const void* w, const void* x) {
+  float y;
+  dot_rows_fixed<B, 1>(n, static_cast<const uint8_t*>(w), 0, static_cast<const uint8_t*>(x), &y);
+  return y;
+}
+
+// Rows in fours (eight accumulators, or sixteen with a min, fit the 32 registers with the
+// shared activation values), the last one to three in one call.
+template <typename B>
+void dot_rows(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const void* xv, float* y) {
+  const auto* x = static_cast<const uint8_t*>(xv);
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) dot_rows_fixed<B, 4>(n, w + r * ws, ws, x, y + r);
+  switch (rows - r) {
+    case 3: dot_rows_fixed<B, 3>(n, w + r * ws, ws, x, y + r); break;
+    case 2: dot_rows_fixed<B, 2>(n, w + r * ws, ws, x, y + r); break;
+    case 1: dot_rows_fixed<B, 1>(n, w + r * ws, ws, x, y + r); break;
+    default: break;
+  }
 }
 
 // ---------------------------------------------------------------- tile (GEMM)
@@ -508,6 +553,7 @@ void tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint
 template <typename B>
 void fill(DotKernels& k) {
   k.dot = dot<B>;
+  k.dot_rows = dot_rows<B>;
   k.tile = tile<B>;
   k.quantize_x = quantize_x_q8_0;
 }
