@@ -150,6 +150,37 @@ inline __m512i spread_fp16(const uint8_t* group) {
 inline __m512 half_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_castsi512_si256(v)); }
 inline __m512 half_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)); }
 
+// The FP16 field at byte kAt of four consecutive kBytes-byte blocks as four floats (the
+// first four lanes of spread_fp16's words, converted at 128 bits).
+template <int kBytes, int kAt>
+constexpr Idx32 four_index() {
+  Idx32 r{};
+  for (int i = 0; i < 32; ++i) {
+    const int p = ((i % 4) * kBytes + kAt) / 2;
+    r.v[i] = static_cast<int16_t>(p < 32 ? p : 32 + p - second_words<kBytes>());
+  }
+  return r;
+}
+template <int kBytes, int kAt>
+inline constexpr Idx32 kFour = four_index<kBytes, kAt>();
+
+template <int kBytes, int kAt>
+inline __m128 four_fp16(const uint8_t* group) {
+  static_assert(spread_ok<kBytes, kAt>());
+  const __m512i lo = _mm512_loadu_si512(group);
+  const __m512i hi = _mm512_loadu_si512(group + 2 * second_words<kBytes>());
+  const __m512i v = _mm512_permutex2var_epi16(lo, _mm512_load_si512(kFour<kBytes, kAt>.v), hi);
+  return _mm_cvtph_ps(_mm512_castsi512_si128(v));
+}
+// Float lanes: 8 of block kFirst, then 8 of block kFirst + 1 (the lanes of their dpbusd).
+template <int kFirst>
+inline __m512 pair_lanes(__m128 v) {
+  const __m512i idx = _mm512_set_epi32(kFirst + 1, kFirst + 1, kFirst + 1, kFirst + 1, kFirst + 1, kFirst + 1,
+                                       kFirst + 1, kFirst + 1, kFirst, kFirst, kFirst, kFirst, kFirst, kFirst,
+                                       kFirst, kFirst);
+  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
 // Weight blocks a and b as unsigned bytes u = q + offset, in value order (a's 32, b's 32).
 template <typename B>
 inline __m512i weights_pair(const uint8_t* a, const uint8_t* b) {
@@ -235,35 +266,36 @@ void dot_rows_fixed(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, fl
   int64_t i = 0;
   for (; i + 4 <= nb; i += 4) {
     const uint8_t* xg = x + i * kXBytes;
-    const __m512i xd = spread_fp16<kXBytes, 0>(xg);
-    const __m512 xs0 = half_lo(xd), xs1 = half_hi(xd);
+    const __m128 xs = four_fp16<kXBytes, 0>(xg);
     const __m512i x0 = x_pair(xg, xg + kXBytes);
     const __m512i x1 = x_pair(xg + 2 * kXBytes, xg + 3 * kXBytes);
-    // The offset's share (or, with a min, the plain sum of x).
+    // The offset's share (or, with a min, the plain sum of x). Without a min the rows'
+    // dpbusd start from its negation, which takes it off for free.
     const __m512i c0 = _mm512_dpbusd_epi32(zero, off, x0);
     const __m512i c1 = _mm512_dpbusd_epi32(zero, off, x1);
     __m512 cf0, cf1;
+    __m512i base0 = zero, base1 = zero;
     if constexpr (L::kMin) {
       cf0 = _mm512_cvtepi32_ps(c0);
       cf1 = _mm512_cvtepi32_ps(c1);
+    } else {
+      base0 = _mm512_sub_epi32(zero, c0);
+      base1 = _mm512_sub_epi32(zero, c1);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < kR; ++r) {
       const uint8_t* wg = w + r * ws + i * kB;
-      const __m512i wd = spread_fp16<kB, 0>(wg);
-      const __m512 s0 = _mm512_mul_ps(half_lo(wd), xs0);
-      const __m512 s1 = _mm512_mul_ps(half_hi(wd), xs1);
+      // The four blocks' dw * dx, multiplied before they are spread over lanes.
+      const __m128 s = _mm_mul_ps(four_fp16<kB, 0>(wg), xs);
+      const __m512 s0 = pair_lanes<0>(s), s1 = pair_lanes<2>(s);
       const __m512i u0 = weights_pair<B>(wg, wg + kB);
       const __m512i u1 = weights_pair<B>(wg + 2 * kB, wg + 3 * kB);
-      __m512i d0 = _mm512_dpbusd_epi32(zero, u0, x0);
-      __m512i d1 = _mm512_dpbusd_epi32(zero, u1, x1);
+      const __m512i d0 = _mm512_dpbusd_epi32(base0, u0, x0);
+      const __m512i d1 = _mm512_dpbusd_epi32(base1, u1, x1);
       if constexpr (L::kMin) {
-        const __m512i md = spread_fp16<kB, L::kM>(wg);
-        accm0[r] = _mm512_fmadd_ps(cf0, _mm512_mul_ps(half_lo(md), xs0), accm0[r]);
-        accm1[r] = _mm512_fmadd_ps(cf1, _mm512_mul_ps(half_hi(md), xs1), accm1[r]);
-      } else {
-        d0 = _mm512_sub_epi32(d0, c0);
-        d1 = _mm512_sub_epi32(d1, c1);
+        const __m128 m = _mm_mul_ps(four_fp16<kB, L::kM>(wg), xs);
+        accm0[r] = _mm512_fmadd_ps(cf0, pair_lanes<0>(m), accm0[r]);
+        accm1[r] = _mm512_fmadd_ps(cf1, pair_lanes<2>(m), accm1[r]);
       }
       acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s0, acc0[r]);
       acc1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s1, acc1[r]);
@@ -284,19 +316,27 @@ float dot(int64_t n, const void* w, const void* x) {
   return y;
 }
 
+// The last 1 .. kR rows, in one call.
+template <typename B, int kR>
+void dot_rows_left(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const uint8_t* x, float* y) {
+  if constexpr (kR > 0) {
+    if (rows == kR) return dot_rows_fixed<B, kR>(n, w, ws, x, y);
+    dot_rows_left<B, kR - 1>(n, w, ws, rows, x, y);
+  }
+}
+
+#ifndef PAGODA_ROWS_N
+#define PAGODA_ROWS_N 4
+#endif
 // Rows in fours (eight accumulators, or sixteen with a min, fit the 32 registers with the
 // shared activation values), the last one to three in one call.
 template <typename B>
 void dot_rows(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const void* xv, float* y) {
+  constexpr int kR = PAGODA_ROWS_N;
   const auto* x = static_cast<const uint8_t*>(xv);
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) dot_rows_fixed<B, 4>(n, w + r * ws, ws, x, y + r);
-  switch (rows - r) {
-    case 3: dot_rows_fixed<B, 3>(n, w + r * ws, ws, x, y + r); break;
-    case 2: dot_rows_fixed<B, 2>(n, w + r * ws, ws, x, y + r); break;
-    case 1: dot_rows_fixed<B, 1>(n, w + r * ws, ws, x, y + r); break;
-    default: break;
-  }
+  for (; r + kR <= rows; r += kR) dot_rows_fixed<B, kR>(n, w + r * ws, ws, x, y + r);
+  dot_rows_left<B, kR - 1>(n, w + r * ws, ws, rows - r, x, y + r);
 }
 
 // ---------------------------------------------------------------- tile (GEMM)
