@@ -1,5 +1,5 @@
 // Decode's GEMV per format and SIMD target, single thread, on a 1B model's shapes
-// (2048 x 2048 attention, 5632 x 2048 FFN):
+// (2048 x 2048 attention, 5632 x 2048 FFN, 32768 x 2048 about the output matrix):
 //   gemv_dot/<type>/<target>/<rows>x<cols>   row by row through DotKernels::dot (before
 //                                            dot_rows, decode's only path);
 //   gemv_rows/<type>/<target>/<rows>x<cols>  through DotKernels::dot_rows in ranges of 16
@@ -64,7 +64,9 @@ const bool registered = [] {
     if (target == SimdTarget::kScalar) continue;
     const std::string tn = simd_target_name(target);
     for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q4_1, DType::Q5_0}) {
-      for (int64_t rows : {2048, 5632}) {
+      // 32768 rows: 36 MB as Q4_0, beyond L3 (decode's real regime, as the model streams
+      // 460 MB per token).
+      for (int64_t rows : {2048, 5632, 32768}) {
         const std::string suffix = std::string(dtype_name(t)) + "/" + tn + "/" + std::to_string(rows) + "x2048";
         for (bool use_rows : {false, true})
           benchmark::RegisterBenchmark(((use_rows ? "gemv_rows/" : "gemv_dot/") + suffix).c_str(), bm_gemv, t,
