@@ -157,7 +157,7 @@ inline __m512i q4_levels(const uint8_t* qs, int c) {
 // loads are shared by the rows, and each row keeps its own accumulators in the order a
 // single row would, so every y[r] is the one-row result bit for bit.
 template <bool kFive, int kR>
-void dot_k4_rows(int64_t n, const uint8_t* vw, size_t ws, const void* vx, float* y) {
+void dot_k4_rows(int64_t n, const uint8_t* vw, size_t ws, const void* vx, float* y, size_t ahead) {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   const __m256i idx_m = _mm512_castsi512_si256(kMinsPairs.load());
@@ -177,6 +177,13 @@ void dot_k4_rows(int64_t n, const uint8_t* vw, size_t ws, const void* vx, float*
 #pragma GCC unroll 8
     for (int r = 0; r < kR; ++r) {
       const Block& b = reinterpret_cast<const Block*>(vw + r * ws)[i];
+      if (ahead != 0) {
+        // Every cache line of this super-block, `ahead` bytes on (see dot_k4_rows_any).
+        const auto* p = reinterpret_cast<const char*>(&b) + ahead;
+#pragma GCC unroll 4
+        for (size_t o = 0; o < sizeof(Block); o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+        _mm_prefetch(p + sizeof(Block) - 1, _MM_HINT_T0);
+      }
       const __m256i sm = _mm256_cvtepu8_epi16(decode_k4_scales(b.scales));  // sc0..7, m0..7
       const __m512i sc = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sm));
       // d and dmin (adjacent FP16) in one conversion, times the activation scale.
@@ -210,18 +217,25 @@ void dot_k4_rows(int64_t n, const uint8_t* vw, size_t ws, const void* vx, float*
 template <bool kFive>
 float dot_k4(int64_t n, const void* w, const void* x) {
   float y;
-  dot_k4_rows<kFive, 1>(n, static_cast<const uint8_t*>(w), 0, x, &y);
+  dot_k4_rows<kFive, 1>(n, static_cast<const uint8_t*>(w), 0, x, &y, 0);
   return y;
 }
 
+// How far dot_rows prefetches (as in legacy_avx512.cpp): four interleaved row streams
+// defeat the hardware prefetcher.
+constexpr size_t kAheadBytes = 8192;
+
 template <bool kFive>
 void dot_k4_rows_any(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const void* x, float* y) {
+  constexpr int kR = 4;
+  const size_t group = kR * ws;
+  const size_t ahead = group * ((kAheadBytes + group - 1) / group);
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) dot_k4_rows<kFive, 4>(n, w + r * ws, ws, x, y + r);
+  for (; r + kR <= rows; r += kR) dot_k4_rows<kFive, kR>(n, w + r * ws, ws, x, y + r, ahead);
   switch (rows - r) {
-    case 3: dot_k4_rows<kFive, 3>(n, w + r * ws, ws, x, y + r); break;
-    case 2: dot_k4_rows<kFive, 2>(n, w + r * ws, ws, x, y + r); break;
-    case 1: dot_k4_rows<kFive, 1>(n, w + r * ws, ws, x, y + r); break;
+    case 3: dot_k4_rows<kFive, 3>(n, w + r * ws, ws, x, y + r, 0); break;
+    case 2: dot_k4_rows<kFive, 2>(n, w + r * ws, ws, x, y + r, 0); break;
+    case 1: dot_k4_rows<kFive, 1>(n, w + r * ws, ws, x, y + r, 0); break;
     default: break;
   }
 }
