@@ -1,5 +1,6 @@
 // Decode's GEMV per format and SIMD target, single thread, on a 1B model's shapes
-// (2048 x 2048 attention, 5632 x 2048 FFN, 32768 x 2048 about the output matrix):
+// (2048 x 2048 attention, 5632 x 2048 FFN, 32768 x 2048 about the output matrix), and
+// Gemma 3 270M's output matrix, 262144 x 640:
 //   gemv_dot/<type>/<target>/<rows>x<cols>   row by row through DotKernels::dot (before
 //                                            dot_rows, decode's only path);
 //   gemv_rows/<type>/<target>/<rows>x<cols>  through DotKernels::dot_rows in ranges of 16
@@ -73,6 +74,14 @@ const bool registered = [] {
                                        target, rows, 2048, use_rows)
               ->Unit(benchmark::kMicrosecond);
       }
+      // Gemma 3 270M's tied output matrix (short rows, 170 MB as Q8_0); 640 values are
+      // not a whole number of K-quant super-blocks.
+      if (dtype_info(t).block_size == 32)
+        for (bool use_rows : {false, true})
+          benchmark::RegisterBenchmark(
+              ((use_rows ? "gemv_rows/" : "gemv_dot/") + std::string(dtype_name(t)) + "/" + tn + "/262144x640").c_str(),
+              bm_gemv, t, target, 262144, 640, use_rows)
+              ->Unit(benchmark::kMillisecond);
     }
   }
   return true;
