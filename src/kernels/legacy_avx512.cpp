@@ -341,6 +341,7 @@ void dot_rows_left(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const u
 // How far dot_rows prefetches: about DRAM latency times one core's read bandwidth
 // (measured on Zen 5: 4 KB is too little, 16 KB starts to cost in L3-resident matrices).
 constexpr size_t kAheadBytes = 8192;
+constexpr int64_t kShortQ8Row = 1024;
 
 // Rows in fours (eight accumulators, or sixteen with a min, fit the 32 registers with the
 // shared activation values), the last one to three in one call.
@@ -349,6 +350,12 @@ void dot_rows(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const void* 
   constexpr int kR = 4;
   const auto* x = static_cast<const uint8_t*>(xv);
   int64_t r = 0;
+  // Short Q8_0 rows (Gemma 3's 640) save too little work per row to pay for four streams
+  // and their prefetches: one row at a time was ~10% faster from DRAM (262144 x 640).
+  if (Layout<B>::kBits == 8 && n < kShortQ8Row) {
+    for (; r < rows; ++r) y[r] = dot<B>(n, w + r * ws, x);
+    return;
+  }
   // Whole groups of rows ahead, so lines are prefetched in the order they are read.
   const size_t group = kR * ws;
   const size_t ahead = group * ((kAheadBytes + group - 1) / group);
