@@ -61,12 +61,52 @@ DotKernels scalar_kernels(DType t) {
   return k;
 }
 
+using DotRowsFn = decltype(DotKernels::dot_rows);
+
+// dot_rows for kernels whose dot came without one: a loop over the dot of format T on
+// target S (a plain function pointer cannot carry the dot, so it is looked up once here).
+template <DType T, SimdTarget S>
+void loop_dot_rows(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const void* x, float* y) {
+  static const auto dot = dot_kernels(T, S).dot;
+  for (int64_t r = 0; r < rows; ++r) y[r] = dot(n, w + r * w_stride, x);
+}
+
+template <DType T>
+DotRowsFn loop_dot_rows_on(SimdTarget s) {
+  switch (s) {
+    case SimdTarget::kScalar: return loop_dot_rows<T, SimdTarget::kScalar>;
+    case SimdTarget::kAvx2: return loop_dot_rows<T, SimdTarget::kAvx2>;
+    case SimdTarget::kAvx512: return loop_dot_rows<T, SimdTarget::kAvx512>;
+  }
+  return nullptr;
+}
+
+DotRowsFn loop_dot_rows_for(DType t, SimdTarget s) {
+  switch (t) {
+#define PAGODA_ROWS(T) \
+  case DType::T: return loop_dot_rows_on<DType::T>(s);
+    PAGODA_ROWS(F32) PAGODA_ROWS(F16) PAGODA_ROWS(BF16) PAGODA_ROWS(Q4_0) PAGODA_ROWS(Q4_1) PAGODA_ROWS(Q5_0)
+    PAGODA_ROWS(Q5_1) PAGODA_ROWS(Q8_0) PAGODA_ROWS(Q2_K) PAGODA_ROWS(Q3_K) PAGODA_ROWS(Q4_K) PAGODA_ROWS(Q5_K)
+    PAGODA_ROWS(Q6_K) PAGODA_ROWS(Q8_K)
+#undef PAGODA_ROWS
+    default: return nullptr;
+  }
+}
+
 }  // namespace
 
 DotKernels dot_kernels(DType t, SimdTarget target) {
   DotKernels k = scalar_kernels(t);
-  if (target >= SimdTarget::kAvx2) simd::register_avx2(t, k);
-  if (target >= SimdTarget::kAvx512) simd::register_avx512(t, k);
+  // A target that replaces dot but not dot_rows leaves a dot_rows that no longer matches.
+  auto stage = [&](void (*reg)(DType, DotKernels&)) {
+    const auto dot = k.dot;
+    const auto rows = k.dot_rows;
+    reg(t, k);
+    if (k.dot != dot && k.dot_rows == rows) k.dot_rows = nullptr;
+  };
+  if (target >= SimdTarget::kAvx2) stage(simd::register_avx2);
+  if (target >= SimdTarget::kAvx512) stage(simd::register_avx512);
+  if (k.dot != nullptr && k.dot_rows == nullptr) k.dot_rows = loop_dot_rows_for(t, target);
   return k;
 }
 

@@ -17,6 +17,11 @@ namespace pagoda {
 struct DotKernels {
   // Dot of one weight row with one converted activation row, n values.
   float (*dot)(int64_t n, const void* w, const void* x) = nullptr;
+  // Several weight rows with one activation row: y[r] = dot(w + r * w_stride, x) for
+  // r < rows, bit for bit. Decode's workhorse: a body does the work that depends only on
+  // the activations once for all the rows it runs together. A target that gives dot but
+  // not dot_rows gets a loop over its dot.
+  void (*dot_rows)(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const void* x, float* y) = nullptr;
   // A tile of outputs: y[t * y_stride + r] = dot(w + r * w_stride, x + t * x_stride)
   // for r < rows, t < tokens. Prefill's workhorse: a body reuses each weight block it
   // loads across several tokens.

@@ -100,7 +100,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
   if (n_tokens == 1) {
     // Decode: a GEMV, bound by reading the weights once.
     pool.parallel_for(w.rows, kRowGrain, [&](int64_t r0, int64_t r1, int) {
-      for (int64_t r = r0; r < r1; ++r) y[r] = k.dot(w.cols, w.row(r), xb);
+      k.dot_rows(w.cols, w.row(r0), w.row_stride, r1 - r0, xb, y + r0);
     });
     return;
   }
@@ -136,11 +136,13 @@ void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, 
   int64_t first[kMaxGroup + 1] = {0};
   for (size_t i = 0; i < ws.size(); ++i) first[i + 1] = first[i] + ws[i]->rows;
   pool.parallel_for(first[ws.size()], kRowGrain, [&](int64_t r0, int64_t r1, int) {
-    size_t m = 0;
-    while (first[m + 1] <= r0) ++m;
-    for (int64_t r = r0; r < r1; ++r) {
-      while (first[m + 1] <= r) ++m;
-      ys[m][r - first[m]] = k.dot(w0.cols, ws[m]->row(r - first[m]), xb);
+    // The range may span matrices: one dot_rows call per matrix's share of it.
+    for (size_t m = 0; m < ws.size() && r0 < r1; ++m) {
+      if (first[m + 1] <= r0) continue;
+      const int64_t end = std::min(r1, first[m + 1]);
+      const WeightView& w = *ws[m];
+      k.dot_rows(w.cols, w.row(r0 - first[m]), w.row_stride, end - r0, xb, ys[m] + (r0 - first[m]));
+      r0 = end;
     }
   });
 }

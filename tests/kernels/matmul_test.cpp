@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/dot_kernels.h"
 #include "quant/formats.h"
 
 namespace pagoda {
@@ -48,6 +49,30 @@ TEST_P(MatmulTest, MatchesScalarDotAndFloatProduct) {
       EXPECT_NEAR(y[tk * rows + r], ref, 1e-3 * std::sqrt(static_cast<double>(cols)));
     }
   }
+}
+
+// Decode (one token) runs rows several at a time through dot_rows: each output must still
+// be exactly this machine's dot of its row, whatever rows a thread's range holds.
+TEST_P(MatmulTest, DecodeEqualsDotPerRowBitForBit) {
+  const DType t = GetParam();
+  const int64_t rows = 53, cols = 512 + 96;  // a grain-splitting row count and a block tail
+  const int64_t ncols = dtype_info(t).block_size > 32 ? 768 : cols;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(rows * ncols)), x(static_cast<size_t>(ncols));
+  for (float& v : wf) v = nd(rng);
+  for (float& v : x) v = nd(rng);
+  const size_t rb = row_bytes(t, ncols);
+  std::vector<uint8_t> wq(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(t, &wf[r * ncols], wq.data() + r * rb, ncols);
+  const WeightView w{t, rows, ncols, rb, wq.data()};
+  std::vector<float> y(rows);
+  ThreadPool pool(2);
+  matmul(w, x.data(), 1, y.data(), pool);
+  const DotKernels& k = dot_kernels(t);
+  std::vector<uint8_t> xq(row_bytes(vec_dot_type(t), ncols));
+  k.quantize_x(x.data(), xq.data(), ncols);
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(y[r], k.dot(ncols, w.row(r), xq.data())) << "row " << r;
 }
 
 // A layer's Q/K/V (or gate/up) through matmul_shared_input must give exactly what each
