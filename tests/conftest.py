@@ -60,3 +60,25 @@ def quant_tool(pagoda_bin):
         return r.stdout
     return run
 
+
+# A small random model's defaults; tests override what they need (dim=256, vocab=...).
+GEN_MODEL_DEFAULTS = {"dim": 64, "layers": 2, "heads": 4, "kv_heads": 2, "ff": 128, "vocab": 512,
+                      "sliding_window": 8, "seed": 3}
+
+
+@pytest.fixture(scope="session")
+def write_gen_model(pagoda_bin):
+    """write(out, arch="llama", fmt="F32", **options): runs pagoda-gen-model (random weights
+    written as GGUF) with GEN_MODEL_DEFAULTS updated by options (underscores become dashes;
+    None leaves an option out)."""
+    def write(out, arch="llama", fmt="F32", **options):
+        opts = {**GEN_MODEL_DEFAULTS, **options}
+        cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", arch, "--type", fmt, "-t", "2", "-o", str(out)]
+        for k, v in opts.items():
+            if v is not None:  # None drops a default
+                cmd += [f"--{k.replace('_', '-')}", str(v)]
+        r = subprocess.run(cmd, capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        return out
+    return write
+

@@ -18,14 +18,10 @@ CRASH_MARKERS = ("terminate called", "Segmentation fault", "Aborted", "core dump
 
 
 @pytest.fixture
-def gen_model(pagoda_bin, tmp_path):
+def gen_model(write_gen_model, tmp_path):
     def make(fmt="F32", name=None, dim=64, ff=128):
-        out = tmp_path / (name or f"llama-{fmt}.gguf")
-        r = subprocess.run([str(pagoda_bin("pagoda-gen-model")), "--arch", "llama", "--type", fmt, "--dim", str(dim),
-                            "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ff", str(ff), "--vocab", "512",
-                            "--seed", "3", "-t", "2", "-o", str(out)], capture_output=True, timeout=120)
-        assert r.returncode == 0, r.stderr.decode(errors="replace")
-        return out
+        return write_gen_model(tmp_path / (name or f"llama-{fmt}.gguf"), "llama", fmt, dim=dim, ff=ff,
+                               sliding_window=None)
     return make
 
 

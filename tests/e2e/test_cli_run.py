@@ -16,17 +16,9 @@ CRASH_MARKERS = ("terminate called", "Segmentation fault", "Aborted", "core dump
 
 
 @pytest.fixture
-def gen_model(pagoda_bin, tmp_path):
+def gen_model(write_gen_model, tmp_path):
     def make(arch="llama", fmt="F32", name=None, **extra):
-        out = tmp_path / (name or f"{arch}-{fmt}.gguf")
-        cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", arch, "--type", fmt, "--dim", "64",
-               "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", str(VOCAB),
-               "--sliding-window", "8", "--seed", "3", "-t", "2", "-o", str(out)]
-        for k, v in extra.items():
-            cmd += [f"--{k.replace('_', '-')}", str(v)]
-        r = subprocess.run(cmd, capture_output=True, timeout=120)
-        assert r.returncode == 0, r.stderr.decode(errors="replace")
-        return out
+        return write_gen_model(tmp_path / (name or f"{arch}-{fmt}.gguf"), arch, fmt, vocab=VOCAB, **extra)
     return make
 
 

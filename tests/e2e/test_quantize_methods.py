@@ -33,13 +33,10 @@ def texts(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def f32_model(pagoda_bin, tmp_path_factory):
+def f32_model(write_gen_model, tmp_path_factory):
     # Rows of 256 and 512: every matrix takes the K-quants without falling back.
-    out = tmp_path_factory.mktemp("model") / "llama-f32.gguf"
-    r = subprocess.run([str(pagoda_bin("pagoda-gen-model")), "--arch", "llama", "--type", "F32", "--dim", "256",
-                        "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ff", "512", "--vocab", "512",
-                        "--seed", "11", "-t", "2", "-o", str(out)], capture_output=True, timeout=120)
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    out = write_gen_model(tmp_path_factory.mktemp("model") / "llama-f32.gguf", dim=256, ff=512, seed=11,
+                          sliding_window=None)
     # Real models have a few input channels with much larger activations than the rest
     # (what AWQ protects); random weights do not, so give the norms some: 8 channels x 10.
     reader = GGUFReader(str(out), "r+")

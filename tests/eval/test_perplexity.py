@@ -65,17 +65,9 @@ def cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def gen_model(pagoda_bin, tmp_path):
+def gen_model(write_gen_model, tmp_path):
     def make(name, arch="llama", fmt="F32", seed=3, vocab=512, **extra):
-        out = tmp_path / name
-        cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", arch, "--type", fmt, "--dim", "64", "--layers", "2",
-               "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", str(vocab), "--sliding-window", "32",
-               "--seed", str(seed), "-t", "2", "-o", str(out)]
-        for k, v in extra.items():
-            cmd += [f"--{k.replace('_', '-')}", str(v)]
-        r = subprocess.run(cmd, capture_output=True, timeout=120)
-        assert r.returncode == 0, r.stderr.decode(errors="replace")
-        return out
+        return write_gen_model(tmp_path / name, arch, fmt, seed=seed, vocab=vocab, sliding_window=32, **extra)
     return make
 
 
