@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "bench_data.h"
 
 namespace pagoda {
 namespace {
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 2.0f);
-  std::vector<float> v(n);
-  for (auto& f : v) f = nd(rng);
-  return v;
-}
+using bench::random_floats;
 
 enum class Op { kRmsNorm, kSwiglu, kGeglu, kSoftmax, kAdd };
 

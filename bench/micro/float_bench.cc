@@ -19,19 +19,14 @@
 
 #include "kernels/dot_kernels.h"
 #include "quant/formats.h"
+#include "bench_data.h"
 
 namespace pagoda {
 namespace {
 
-constexpr int64_t kTokens = 64;
+using bench::random_floats;
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& f : v) f = nd(rng);
-  return v;
-}
+constexpr int64_t kTokens = 64;
 
 std::vector<uint8_t> encode(DType t, int64_t rows, int64_t cols, uint32_t seed, bool activation) {
   const DType et = activation ? vec_dot_type(t) : t;

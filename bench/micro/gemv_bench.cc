@@ -17,27 +17,13 @@
 
 #include "kernels/dot_kernels.h"
 #include "quant/formats.h"
+#include "bench_data.h"
 
 namespace pagoda {
 namespace {
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& f : v) f = nd(rng);
-  return v;
-}
-
-// A few distinct quantized rows copied round: speed does not depend on the values.
-std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
-  const size_t rb = row_bytes(t, cols);
-  std::vector<uint8_t> distinct(rb * 8);
-  for (int k = 0; k < 8; ++k) quantize_row(t, random_floats(cols, 1 + k).data(), distinct.data() + k * rb, cols);
-  std::vector<uint8_t> w(rb * rows);
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(w.data() + r * rb, distinct.data() + (r % 8) * rb, rb);
-  return w;
-}
+using bench::random_floats;
+using bench::random_weights;
 
 void bm_gemv(benchmark::State& state, DType t, SimdTarget target, int64_t rows, int64_t cols, bool use_rows) {
   const DotKernels k = dot_kernels(t, target);

@@ -17,22 +17,17 @@
 
 #include "kernels/dot_kernels.h"
 #include "quant/formats.h"
+#include "bench_data.h"
 
 namespace pagoda {
 namespace {
+
+using bench::random_floats;
 
 constexpr int64_t kCols = 4096;
 constexpr int64_t kDotRows = 4096;
 constexpr int64_t kDotRowsL2 = 256;  // 0.6-0.8 MB of weights: the kernel's own speed, no DRAM
 constexpr int64_t kTokens = 64;
-
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& f : v) f = nd(rng);
-  return v;
-}
 
 std::vector<uint8_t> random_weights(DType t, int64_t rows) {
   const size_t rb = row_bytes(t, kCols);

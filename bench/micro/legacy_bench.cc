@@ -18,30 +18,15 @@
 
 #include "kernels/dot_kernels.h"
 #include "quant/formats.h"
+#include "bench_data.h"
 
 namespace pagoda {
 namespace {
 
+using bench::random_floats;
+using bench::random_weights;
+
 constexpr int64_t kTokens = 64;
-
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& f : v) f = nd(rng);
-  return v;
-}
-
-// rows x cols weights: a few distinct quantized rows, copied round (speed does not depend
-// on the values, and quantizing every row of a big matrix is slow).
-std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
-  const size_t rb = row_bytes(t, cols);
-  std::vector<uint8_t> distinct(rb * 8);
-  for (int k = 0; k < 8; ++k) quantize_row(t, random_floats(cols, 1 + k).data(), distinct.data() + k * rb, cols);
-  std::vector<uint8_t> w(rb * rows);
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(w.data() + r * rb, distinct.data() + (r % 8) * rb, rb);
-  return w;
-}
 
 std::vector<uint8_t> activations(DType t, int64_t tokens, int64_t cols) {
   const DType xt = vec_dot_type(t);

@@ -213,7 +213,7 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
   return Status::ok();
 }
 
-Result<bool> CalibratedQuantizer::quantize(const std::string& name, std::vector<float>& w, int64_t rows, int64_t cols,
+Result<bool> CalibratedQuantizer::quantize(const std::string& name, const float* w, int64_t rows, int64_t cols,
                                            DType t, void* dst) {
   if ((method_ != QuantMethod::kGptq && method_ != QuantMethod::kAwqGptq) || !has_block_grid(t) ||
       cols % dtype_info(t).block_size != 0)
@@ -238,7 +238,8 @@ Result<bool> CalibratedQuantizer::quantize(const std::string& name, std::vector<
     if (!f) return error("{}: {}", name, f.status().message());
     it = factors_.emplace(key, std::move(f.value())).first;
   }
-  gptq_quantize(t, it->second, w.data(), rows, dst, pool_);
+  work_.assign(w, w + rows * cols);  // GPTQ moves the values it has not quantized yet
+  gptq_quantize(t, it->second, work_.data(), rows, dst, pool_);
   return true;
 }
 

@@ -40,10 +40,9 @@ class CalibratedQuantizer {
 
   // AWQ: the float values to use instead of the file's tensor `name`, or null.
   const std::vector<float>* replacement(const std::string& name) const;
-  // GPTQ: quantizes the layer matrix `name` (rows x cols floats in w, modified) to t
-  // into dst. False when the method leaves the tensor to round to nearest (not a layer
+  // GPTQ: quantizes the layer matrix `name` (rows x cols floats at w) to t into dst. False when the method leaves the tensor to round to nearest (not a layer
   // matrix, a format without a block grid, or a row length it does not divide).
-  Result<bool> quantize(const std::string& name, std::vector<float>& w, int64_t rows, int64_t cols, DType t, void* dst);
+  Result<bool> quantize(const std::string& name, const float* w, int64_t rows, int64_t cols, DType t, void* dst);
   // One line per layer group: what the search chose and the calibration loss it saved.
   const std::vector<std::string>& report() const { return report_; }
 
@@ -58,6 +57,7 @@ class CalibratedQuantizer {
   std::map<std::pair<int32_t, int32_t>, GptqFactor> factors_;
   std::map<std::pair<int32_t, int32_t>, std::vector<float>> awq_scales_;  // per (layer, input), when not all 1
   std::vector<std::string> report_;
+  std::vector<float> work_;  // GPTQ's copy of the matrix being quantized
 };
 
 // Which layer and shared input a tensor name belongs to ("blk.3.ffn_up.weight" -> 3,

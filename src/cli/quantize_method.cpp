@@ -17,8 +17,7 @@ class CalibratedStrategy final : public QuantStrategy {
     return q_->replacement(std::string(name));
   }
   Status quantize(const QuantJob& job, ThreadPool& pool) override {
-    work_.assign(job.weights, job.weights + job.rows * job.cols);
-    auto done = q_->quantize(std::string(job.name), work_, job.rows, job.cols, job.type, job.dst);
+    auto done = q_->quantize(std::string(job.name), job.weights, job.rows, job.cols, job.type, job.dst);
     if (!done) return done.status();
     if (*done) return Status::ok();
     return rtn_.quantize(job, pool);
@@ -28,7 +27,6 @@ class CalibratedStrategy final : public QuantStrategy {
   std::string name_;
   std::unique_ptr<CalibratedQuantizer> q_;
   RtnStrategy rtn_;
-  std::vector<float> work_;
 };
 
 }  // namespace
