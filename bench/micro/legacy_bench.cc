@@ -7,6 +7,8 @@
 //   lq_tile/<type>/<target>       1024 x 4096 weights times 64 activation rows through
 //                                 DotKernels::tile; GFLOPS = 2 * rows * cols * 64.
 //   lq_tile640/<type>/<target>    2048 x 640 (a Gemma 3 270M FFN matrix) times 64 rows.
+//   lq_tile_dram/<type>/<target>/T  262144 x 640 times T rows: batched decode's logits,
+//                                 where each weight byte comes from DRAM for few tokens.
 //   lq_quantize_x/<target>        4096 floats to Q8_0.
 // Run e.g. bin/pagoda-microbench --benchmark_filter=lq_
 #include <benchmark/benchmark.h>
@@ -51,21 +53,21 @@ void bm_dot(benchmark::State& state, DType t, SimdTarget target, int64_t rows, i
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(rb * rows));
 }
 
-void bm_tile(benchmark::State& state, DType t, SimdTarget target, int64_t rows, int64_t cols) {
+void bm_tile(benchmark::State& state, DType t, SimdTarget target, int64_t rows, int64_t cols, int64_t tokens) {
   const DotKernels k = dot_kernels(t, target);
   if (target == SimdTarget::kScalar) rows = 64;
   const std::vector<uint8_t> w = random_weights(t, rows, cols);
-  const std::vector<uint8_t> x = activations(t, kTokens, cols);
+  const std::vector<uint8_t> x = activations(t, tokens, cols);
   const size_t rb = row_bytes(t, cols);
   const size_t xb = row_bytes(vec_dot_type(t), cols);
-  std::vector<float> y(rows * kTokens);
+  std::vector<float> y(rows * tokens);
   for (auto _ : state) {
-    k.tile(cols, w.data(), rb, rows, x.data(), xb, kTokens, y.data(), rows);
+    k.tile(cols, w.data(), rb, rows, x.data(), xb, tokens, y.data(), rows);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
   state.counters["GFLOPS"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * 2.0 * rows * cols * kTokens / 1e9, benchmark::Counter::kIsRate);
+      static_cast<double>(state.iterations()) * 2.0 * rows * cols * tokens / 1e9, benchmark::Counter::kIsRate);
 }
 
 void bm_quantize_x(benchmark::State& state, SimdTarget target) {
@@ -90,10 +92,19 @@ const bool registered = [] {
       if (target != SimdTarget::kScalar)
         benchmark::RegisterBenchmark(("lq_dot_dram/" + name + "/" + tn).c_str(), bm_dot, t, target, 262144, 640)
             ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(("lq_tile/" + name + "/" + tn).c_str(), bm_tile, t, target, 1024, 4096)
+      benchmark::RegisterBenchmark(("lq_tile/" + name + "/" + tn).c_str(), bm_tile, t, target, 1024, 4096, kTokens)
           ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(("lq_tile640/" + name + "/" + tn).c_str(), bm_tile, t, target, 2048, 640)
+      benchmark::RegisterBenchmark(("lq_tile640/" + name + "/" + tn).c_str(), bm_tile, t, target, 2048, 640, kTokens)
           ->Unit(benchmark::kMillisecond);
+      if (target != SimdTarget::kScalar)
+        for (int64_t tokens : {16, 48}) {
+          benchmark::RegisterBenchmark(("lq_tile_dram/" + name + "/" + tn + "/" + std::to_string(tokens)).c_str(),
+                                       bm_tile, t, target, 262144, 640, tokens)
+              ->Unit(benchmark::kMillisecond);
+          benchmark::RegisterBenchmark(("lq_tile_l3/" + name + "/" + tn + "/" + std::to_string(tokens)).c_str(),
+                                       bm_tile, t, target, 16384, 640, tokens)
+              ->Unit(benchmark::kMillisecond);
+        }
     }
     benchmark::RegisterBenchmark(("lq_quantize_x/" + tn).c_str(), bm_quantize_x, target)->Unit(benchmark::kMicrosecond);
   }

@@ -1,10 +1,21 @@
 #include "base/log.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace pagoda {
 namespace {
-std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
+// PAGODA_LOG=error|warn|info|debug in the environment sets the starting level.
+int initial_level() {
+  const char* e = std::getenv("PAGODA_LOG");
+  if (e == nullptr) return static_cast<int>(LogLevel::kWarn);
+  if (std::strcmp(e, "error") == 0) return static_cast<int>(LogLevel::kError);
+  if (std::strcmp(e, "info") == 0) return static_cast<int>(LogLevel::kInfo);
+  if (std::strcmp(e, "debug") == 0) return static_cast<int>(LogLevel::kDebug);
+  return static_cast<int>(LogLevel::kWarn);
+}
+std::atomic<int> g_level{initial_level()};
 const char* prefix(LogLevel l) {
   switch (l) {
     case LogLevel::kError: return "error";

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/dot_kernels.h"
+#include "kernels/packed_weights.h"
 #include "kernels/w8a8_kernels.h"
 #include "quant/formats.h"
 #include "quant/w8a8.h"
@@ -89,6 +90,46 @@ void gemv_rows(const DotKernels& k, const WeightView& w, int64_t r0, int64_t r1,
   k.dot_rows(w.cols, w.row(r0), w.row_stride, r1 - r0, xb, y);
 }
 
+// The activations of a call converted to the vec-dot type of weights of type t, in
+// parallel by token (or x itself when that type is F32).
+const uint8_t* convert_activations(const DotKernels& k, DType t, int64_t cols, const float* x, int64_t n_tokens,
+                                   ThreadPool& pool) {
+  const DType xt = vec_dot_type(t);
+  if (xt == DType::F32) return reinterpret_cast<const uint8_t*>(x);
+  const size_t xrow = row_bytes(xt, cols);
+  t_xq.resize(xrow * static_cast<size_t>(n_tokens));
+  uint8_t* dst = t_xq.data();
+  if (n_tokens == 1) {
+    k.quantize_x(x, dst, cols);
+    return dst;
+  }
+  pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) k.quantize_x(x + t * cols, dst + static_cast<size_t>(t) * xrow, cols);
+  });
+  return dst;
+}
+
+// Weights in 16-row panels: a thread's rows start on a panel, so its share is a
+// contiguous run of panels.
+void matmul_packed(const WeightView& w, const uint8_t* xb, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const PackedKernels* pk = packed_kernels_avx512(w.type);
+  assert(pk != nullptr);
+  const size_t panel = packed_panel_bytes(w.type, w.cols);
+  const size_t xrow = row_bytes(vec_dot_type(w.type), w.cols);
+  pool.parallel_for(w.rows, kPanelRows, [&](int64_t r0, int64_t r1, int) {
+    const uint8_t* p = w.packed + static_cast<size_t>(r0 / kPanelRows) * panel;
+    if (n_tokens == 1) {
+      pk->gemv(w.cols, p, r1 - r0, xb, y + r0);
+      return;
+    }
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+      const int64_t tokens = std::min(kTokenTile, n_tokens - t0);
+      pk->tile(w.cols, p, r1 - r0, xb + static_cast<size_t>(t0) * xrow, xrow, tokens, y + t0 * w.rows + r0,
+               static_cast<size_t>(w.rows));
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
@@ -97,18 +138,14 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
     matmul_w8a8(w, x, n_tokens, y, pool);
     return;
   }
+  if (n_tokens <= 0) return;
   const DotKernels& k = dot_kernels(w.type);
-  const DType xt = vec_dot_type(w.type);
-  const size_t xrow = row_bytes(xt, w.cols);
-  const uint8_t* xb = reinterpret_cast<const uint8_t*>(x);
-  if (xt != DType::F32) {
-    t_xq.resize(xrow * static_cast<size_t>(n_tokens));
-    uint8_t* dst = t_xq.data();
-    pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) k.quantize_x(x + t * w.cols, dst + static_cast<size_t>(t) * xrow, w.cols);
-    });
-    xb = dst;
+  const uint8_t* xb = convert_activations(k, w.type, w.cols, x, n_tokens, pool);
+  if (w.packed != nullptr) {
+    matmul_packed(w, xb, n_tokens, y, pool);
+    return;
   }
+  const size_t xrow = row_bytes(vec_dot_type(w.type), w.cols);
   if (n_tokens == 1) {
     // Decode: a GEMV, bound by reading the weights once.
     pool.parallel_for(w.rows, kRowGrain, [&](int64_t r0, int64_t r1, int) {
@@ -130,21 +167,21 @@ void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, 
   assert(ws.size() == ys.size());
   constexpr size_t kMaxGroup = 4;
   bool fused = n_tokens == 1 && !ws.empty() && ws.size() <= kMaxGroup;
+  // Packed matrices fuse when all are packed and every matrix starts on a panel.
+  const bool packed = !ws.empty() && ws[0]->packed != nullptr;
   for (const WeightView* w : ws)
-    fused = fused && w->type == ws[0]->type && w->cols == ws[0]->cols && w->type != DType::I8;
+    fused = fused && w->type == ws[0]->type && w->cols == ws[0]->cols && w->type != DType::I8 &&
+            (w->packed != nullptr) == packed && (!packed || w->rows % kPanelRows == 0);
   if (!fused) {
     for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, n_tokens, ys[i], pool);
     return;
   }
   const WeightView& w0 = *ws[0];
   const DotKernels& k = dot_kernels(w0.type);
-  const DType xt = vec_dot_type(w0.type);
-  const uint8_t* xb = reinterpret_cast<const uint8_t*>(x);
-  if (xt != DType::F32) {
-    t_xq.resize(row_bytes(xt, w0.cols));
-    k.quantize_x(x, t_xq.data(), w0.cols);
-    xb = t_xq.data();
-  }
+  const uint8_t* xb = convert_activations(k, w0.type, w0.cols, x, 1, pool);
+  const PackedKernels* pk = packed ? packed_kernels_avx512(w0.type) : nullptr;
+  const size_t panel = packed ? packed_panel_bytes(w0.type, w0.cols) : 0;
+  static_assert(kRowGrain % kPanelRows == 0);
   int64_t first[kMaxGroup + 1] = {0};
   for (size_t i = 0; i < ws.size(); ++i) first[i + 1] = first[i] + ws[i]->rows;
   pool.parallel_for(first[ws.size()], kRowGrain, [&](int64_t r0, int64_t r1, int) {
@@ -153,7 +190,11 @@ void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, 
       if (first[m + 1] <= r0) continue;
       const int64_t end = std::min(r1, first[m + 1]);
       const WeightView& w = *ws[m];
-      gemv_rows(k, w, r0 - first[m], end - first[m], xb, ys[m] + (r0 - first[m]));
+      if (pk != nullptr)
+        pk->gemv(w.cols, w.packed + static_cast<size_t>((r0 - first[m]) / kPanelRows) * panel, end - r0, xb,
+                 ys[m] + (r0 - first[m]));
+      else
+        gemv_rows(k, w, r0 - first[m], end - first[m], xb, ys[m] + (r0 - first[m]));
       r0 = end;
     }
   });

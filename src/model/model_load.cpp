@@ -1,9 +1,11 @@
 // Loading: config, architecture hooks, weight binding.
 #include <fmt/format.h>
 
+#include "base/log.h"
 #include "gguf/gguf_file.h"
 #include "model/architectures.h"
 #include "model/model.h"
+#include "model/weight_packing.h"
 
 namespace pagoda {
 
@@ -79,6 +81,11 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->config_ = std::move(c);
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
+  auto packed = pack_model_weights(file, m->weights_, pool);
+  if (!packed) return packed.status();
+  if (packed->matrices > 0)
+    log_info("repacked {} matrices into 16-row panels ({:.1f} MiB)", packed->matrices,
+             static_cast<double>(packed->bytes) / (1 << 20));
   for (const auto& t : file.tensors()) m->weight_bytes_ += t.nbytes;
   return m;
 }

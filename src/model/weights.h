@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/status.h"
 #include "tensor/weight_view.h"
 
@@ -36,6 +37,7 @@ struct ModelWeights {
   WeightView output;  // equals tok_embd when the embeddings are tied
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<float[]>> owned;  // converted 1-D tensors
+  std::vector<AlignedBuffer> packed;            // repacked matrices (weight_packing.h)
 };
 
 // Looks tensors up by name and checks them; every failure names the file and tensor.

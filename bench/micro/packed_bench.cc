@@ -1,0 +1,87 @@
+// Packed-panel kernels (src/kernels/packed_weights.h) against the row-major ones they
+// replace, single thread, AVX-512 only:
+//   packed_gemv/<type>/<rows>x<cols>      one token; bytes_per_second counts weight bytes
+//                                         (compare gemv_rows/<type>/avx512/<rows>x<cols>);
+//   packed_tile/<type>/<rows>x<cols>/T    T tokens; GFLOPS = 2 * rows * cols * T
+//                                         (compare lq_tile*/<type>/avx512).
+// Run e.g. bin/pagoda-microbench --benchmark_filter='packed_|gemv_rows/Q4_0/avx512'
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/dot_kernels.h"
+#include "kernels/packed_weights.h"
+#include "quant/formats.h"
+#include "bench_data.h"
+
+namespace pagoda {
+namespace {
+
+using bench::random_floats;
+using bench::random_weights;
+
+struct Packed {
+  uint8_t* p = nullptr;
+  explicit Packed(size_t n) : p(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64))) {}
+  ~Packed() { std::free(p); }
+  Packed(const Packed&) = delete;
+  Packed& operator=(const Packed&) = delete;
+};
+
+void bm_packed(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t tokens) {
+  const PackedKernels* k = packed_kernels_avx512(t);
+  const std::vector<uint8_t> w = random_weights(t, rows, cols);
+  const size_t rb = row_bytes(t, cols);
+  Packed pk(packed_bytes(t, rows, cols));
+  pack_panels(t, w.data(), rb, rows, cols, 0, (rows + kPanelRows - 1) / kPanelRows, pk.p);
+  const DType xt = vec_dot_type(t);
+  const size_t xb = row_bytes(xt, cols);
+  std::vector<uint8_t> x(xb * static_cast<size_t>(tokens));
+  for (int64_t i = 0; i < tokens; ++i)
+    quantize_activation_row(xt, random_floats(cols, 100 + static_cast<uint32_t>(i)).data(), x.data() + i * xb, cols);
+  std::vector<float> y(static_cast<size_t>(rows * tokens));
+  for (auto _ : state) {
+    if (tokens == 1) {
+      k->gemv(cols, pk.p, rows, x.data(), y.data());
+    } else {
+      for (int64_t t0 = 0; t0 < tokens; t0 += 64)
+        k->tile(cols, pk.p, rows, x.data() + t0 * xb, xb, std::min<int64_t>(64, tokens - t0), y.data() + t0 * rows,
+                static_cast<size_t>(rows));
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(rb * rows));
+  state.counters["GFLOPS"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * rows * cols * tokens / 1e9, benchmark::Counter::kIsRate);
+}
+
+const bool registered = [] {
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    if (packed_kernels_avx512(t) == nullptr) continue;
+    const std::string name(dtype_name(t));
+    struct Shape {
+      int64_t rows, cols;
+    };
+    for (Shape s : {Shape{2048, 2048}, Shape{5632, 2048}, Shape{32768, 2048}, Shape{262144, 640}})
+      benchmark::RegisterBenchmark(
+          ("packed_gemv/" + name + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str(), bm_packed, t,
+          s.rows, s.cols, int64_t{1})
+          ->Unit(benchmark::kMicrosecond);
+    for (Shape s : {Shape{1024, 4096}, Shape{16384, 640}, Shape{262144, 640}})
+      for (int64_t tokens : {16, 48, 64}) {
+        if (s.rows == 1024 && tokens != 64) continue;
+        benchmark::RegisterBenchmark(("packed_tile/" + name + "/" + std::to_string(s.rows) + "x" +
+                                      std::to_string(s.cols) + "/" + std::to_string(tokens))
+                                         .c_str(),
+                                     bm_packed, t, s.rows, s.cols, tokens)
+            ->Unit(benchmark::kMillisecond);
+      }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace pagoda

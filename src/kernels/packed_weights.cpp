@@ -1,0 +1,90 @@
+#include "kernels/packed_weights.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/packed_layout.h"
+#include "kernels/simd_target.h"
+#include "quant/blocks.h"
+
+namespace pagoda {
+
+namespace simd {
+void register_packed_avx512(DType t, PackedKernels& k);
+}  // namespace simd
+
+namespace {
+
+template <typename B>
+void pack_typed(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
+  using L = packed::Layout<B>;
+  const int64_t nb = cols / kQK;
+  for (int64_t p = p0; p < p1; ++p) {
+    uint8_t* panel = out + static_cast<size_t>(p) * static_cast<size_t>(nb) * L::kBlockBytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* dst = panel + static_cast<size_t>(b) * L::kBlockBytes;
+      std::memset(dst, 0, L::kBlockBytes);
+      for (int64_t r = 0; r < kPanelRows; ++r) {
+        const int64_t row = p * kPanelRows + r;
+        if (row >= rows) break;
+        const B& blk = reinterpret_cast<const B*>(w + static_cast<size_t>(row) * ws)[b];
+        const auto* qs = reinterpret_cast<const uint8_t*>(blk.qs);
+        // Register j, lane r: quant bytes 4j..4j+3 of the row.
+        for (int j = 0; j < L::kRegs; ++j)
+          for (int k = 0; k < 4; ++k) dst[64 * j + 4 * r + k] = static_cast<uint8_t>(qs[4 * j + k] ^ L::kFlip);
+        std::memcpy(dst + L::kScaleAt + 2 * r, &blk.d, 2);
+      }
+    }
+  }
+}
+
+const PackedKernels* lookup(DType t, bool respect_env) {
+  static const PackedKernels q4 = [] {
+    PackedKernels k;
+    simd::register_packed_avx512(DType::Q4_0, k);
+    return k;
+  }();
+  static const PackedKernels q8 = [] {
+    PackedKernels k;
+    simd::register_packed_avx512(DType::Q8_0, k);
+    return k;
+  }();
+  if (respect_env) {
+    static const bool off = [] {
+      const char* e = std::getenv("PAGODA_REPACK");
+      return e != nullptr && std::strcmp(e, "0") == 0;
+    }();
+    if (off || best_simd_target() != SimdTarget::kAvx512) return nullptr;
+  }
+  const PackedKernels* k = t == DType::Q4_0 ? &q4 : t == DType::Q8_0 ? &q8 : nullptr;
+  return k != nullptr && k->gemv != nullptr ? k : nullptr;
+}
+
+}  // namespace
+
+const PackedKernels* packed_kernels(DType t) { return lookup(t, true); }
+
+const PackedKernels* packed_kernels_avx512(DType t) {
+  for (SimdTarget s : runnable_simd_targets())
+    if (s == SimdTarget::kAvx512) return lookup(t, false);
+  return nullptr;
+}
+
+bool has_packed_layout(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
+
+size_t packed_panel_bytes(DType t, int64_t cols) {
+  const size_t nb = static_cast<size_t>(cols / kQK);
+  return nb * (t == DType::Q4_0 ? packed::Layout<BlockQ4_0>::kBlockBytes : packed::Layout<BlockQ8_0>::kBlockBytes);
+}
+
+size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
+  return static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows) * packed_panel_bytes(t, cols);
+}
+
+void pack_panels(DType t, const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols, int64_t p0, int64_t p1,
+                 uint8_t* out) {
+  if (t == DType::Q4_0) pack_typed<BlockQ4_0>(w, w_stride, rows, cols, p0, p1, out);
+  if (t == DType::Q8_0) pack_typed<BlockQ8_0>(w, w_stride, rows, cols, p0, p1, out);
+}
+
+}  // namespace pagoda

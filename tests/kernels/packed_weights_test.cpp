@@ -1,0 +1,177 @@
+// Matrices repacked into 16-row panels (kernels/packed_weights.h): the panel GEMV and tile
+// against the scalar reference dot, the tile against the GEMV bit for bit (a row's result
+// must not depend on its batch), and matmul / matmul_shared_input through packed views
+// against the row-major path. Runs where the CPU has AVX-512 VNNI, else skips saying so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/thread_pool.h"
+#include "kernels/dot_kernels.h"
+#include "kernels/matmul.h"
+#include "kernels/packed_weights.h"
+#include "quant/formats.h"
+
+namespace pagoda {
+namespace {
+
+class PackedTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (packed_kernels_avx512(GetParam()) == nullptr)
+      GTEST_SKIP() << "this CPU has no AVX-512 VNNI: matrices are never repacked here";
+  }
+};
+
+std::vector<float> random_row(std::mt19937& rng, int64_t n) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  for (int64_t i = 0; i < n; i += 97) v[static_cast<size_t>(i)] *= 8.0f;
+  return v;
+}
+
+struct Matrix {
+  int64_t rows, cols;
+  size_t stride;
+  std::vector<uint8_t> w;
+  AlignedBuffer packed;
+};
+
+Matrix make_matrix(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  Matrix m{rows, cols, row_bytes(t, cols), {}, AlignedBuffer(packed_bytes(t, rows, cols))};
+  m.w.resize(m.stride * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) quantize_row(t, random_row(rng, cols).data(), m.w.data() + r * m.stride, cols);
+  pack_panels(t, m.w.data(), m.stride, rows, cols, 0, (rows + kPanelRows - 1) / kPanelRows, m.packed.data());
+  return m;
+}
+
+std::vector<uint8_t> activations(DType t, int64_t tokens, int64_t cols, std::mt19937& rng) {
+  const DType xt = vec_dot_type(t);
+  const size_t xb = row_bytes(xt, cols);
+  std::vector<uint8_t> x(xb * static_cast<size_t>(tokens));
+  for (int64_t i = 0; i < tokens; ++i) quantize_activation_row(xt, random_row(rng, cols).data(), x.data() + i * xb, cols);
+  return x;
+}
+
+// The reference dot and a bound on its rounding: sum |w| |x| over the dequantized values.
+double magnitude(DType t, const uint8_t* w, const uint8_t* x, int64_t n) {
+  std::vector<float> wf(static_cast<size_t>(n)), xf(static_cast<size_t>(n));
+  dequantize_row(t, w, wf.data(), n);
+  dequantize_row(vec_dot_type(t), x, xf.data(), n);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+  return s;
+}
+
+TEST_P(PackedTest, GemvMatchesTheScalarDotForEveryRowAndPartialPanel) {
+  const DType t = GetParam();
+  const PackedKernels* k = packed_kernels_avx512(t);
+  std::mt19937 rng(3);
+  for (int64_t blocks : {1, 3, 20, 69}) {
+    for (int64_t rows : {1, 15, 16, 37}) {
+      const int64_t n = blocks * 32;
+      Matrix m = make_matrix(t, rows, n, rng);
+      const std::vector<uint8_t> x = activations(t, 1, n, rng);
+      std::vector<float> y(static_cast<size_t>(rows) + 1, -7.0f);
+      k->gemv(n, m.packed.data(), rows, x.data(), y.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* wr = m.w.data() + r * m.stride;
+        const double want = vec_dot(t, n, wr, x.data());
+        ASSERT_NEAR(y[r], want, 1e-5 * magnitude(t, wr, x.data(), n) + 1e-6)
+            << "n=" << n << " rows=" << rows << " row " << r;
+      }
+      ASSERT_EQ(y[rows], -7.0f) << "wrote past the last row, n=" << n << " rows=" << rows;
+    }
+  }
+}
+
+TEST_P(PackedTest, TileEqualsGemvBitForBitForEveryTokenCount) {
+  const DType t = GetParam();
+  const PackedKernels* k = packed_kernels_avx512(t);
+  std::mt19937 rng(4);
+  const int64_t n = 20 * 32, rows = 37, max_tokens = 70;
+  Matrix m = make_matrix(t, rows, n, rng);
+  const std::vector<uint8_t> x = activations(t, max_tokens, n, rng);
+  const size_t xb = row_bytes(vec_dot_type(t), n);
+  std::vector<float> alone(static_cast<size_t>(rows * max_tokens));
+  for (int64_t tk = 0; tk < max_tokens; ++tk) k->gemv(n, m.packed.data(), rows, x.data() + tk * xb, &alone[tk * rows]);
+  // Every count from 1 to past one staging of 64, and a y stride wider than the rows.
+  const size_t ys = rows + 3;
+  for (int64_t tokens = 1; tokens <= max_tokens; ++tokens) {
+    std::vector<float> y(ys * static_cast<size_t>(tokens), -7.0f);
+    k->tile(n, m.packed.data(), rows, x.data(), xb, tokens, y.data(), ys);
+    for (int64_t tk = 0; tk < tokens; ++tk) {
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(std::memcmp(&y[tk * ys + r], &alone[tk * rows + r], sizeof(float)), 0)
+            << "tokens=" << tokens << " token " << tk << " row " << r;
+      for (size_t r = rows; r < ys; ++r) ASSERT_EQ(y[tk * ys + r], -7.0f) << "wrote past the rows";
+    }
+  }
+}
+
+TEST_P(PackedTest, MatmulThroughPanelsMatchesTheRowMajorPath) {
+  const DType t = GetParam();
+  ThreadPool pool(3);
+  std::mt19937 rng(5);
+  const int64_t rows = 100, cols = 256;
+  Matrix m = make_matrix(t, rows, cols, rng);
+  WeightView plain{t, rows, cols, m.stride, m.w.data(), nullptr, nullptr};
+  WeightView packed = plain;
+  packed.packed = m.packed.data();
+  for (int64_t tokens : {1, 5, 64, 130}) {
+    const std::vector<float> x = random_row(rng, tokens * cols);
+    std::vector<float> a(static_cast<size_t>(tokens * rows)), b(a.size());
+    matmul(plain, x.data(), tokens, a.data(), pool);
+    matmul(packed, x.data(), tokens, b.data(), pool);
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(b[i], a[i], 1e-4 * (std::fabs(a[i]) + std::sqrt(static_cast<double>(cols))))
+          << "tokens=" << tokens << " output " << i;
+  }
+}
+
+TEST_P(PackedTest, FusedDecodeGroupEqualsSeparateCallsBitForBit) {
+  const DType t = GetParam();
+  ThreadPool pool(2);
+  std::mt19937 rng(6);
+  const int64_t cols = 128;
+  Matrix q = make_matrix(t, 64, cols, rng), k = make_matrix(t, 16, cols, rng), v = make_matrix(t, 16, cols, rng);
+  auto view = [&](Matrix& m) {
+    WeightView w{t, m.rows, m.cols, m.stride, m.w.data(), nullptr, nullptr};
+    w.packed = m.packed.data();
+    return w;
+  };
+  const WeightView wq = view(q), wk = view(k), wv = view(v);
+  const std::vector<float> x = random_row(rng, cols);
+  std::vector<float> yq(64), yk(16), yv(16), sq(64), sk(16), sv(16);
+  const WeightView* ws[] = {&wq, &wk, &wv};
+  float* ys[] = {yq.data(), yk.data(), yv.data()};
+  matmul_shared_input(ws, x.data(), 1, ys, pool);
+  matmul(wq, x.data(), 1, sq.data(), pool);
+  matmul(wk, x.data(), 1, sk.data(), pool);
+  matmul(wv, x.data(), 1, sv.data(), pool);
+  EXPECT_EQ(std::memcmp(yq.data(), sq.data(), sizeof(float) * 64), 0);
+  EXPECT_EQ(std::memcmp(yk.data(), sk.data(), sizeof(float) * 16), 0);
+  EXPECT_EQ(std::memcmp(yv.data(), sv.data(), sizeof(float) * 16), 0);
+}
+
+TEST(PackedLayout, PanelsTakeTheBytesOfTheirRows) {
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    EXPECT_TRUE(has_packed_layout(t));
+    EXPECT_EQ(packed_bytes(t, 64, 640), row_bytes(t, 640) * 64) << dtype_name(t);
+    EXPECT_EQ(packed_bytes(t, 65, 640), row_bytes(t, 640) * 80) << dtype_name(t);
+  }
+  EXPECT_FALSE(has_packed_layout(DType::Q4_K));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(DType::Q4_0, DType::Q8_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace pagoda
