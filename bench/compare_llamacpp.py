@@ -27,9 +27,11 @@ Both do one untimed warm-up per test, then one timed repetition; pp = one forwar
 P tokens from an empty cache, tg = N single-token steps from an empty cache. The table
 quotes the median over the rounds per engine and test.
 
-Roofline (decode): read bandwidth B is measured once per run by bench/bandwidth.cc
-(compiled by this script into the cache; T threads sum a 1 GiB buffer with AVX2 loads,
-median of 5 passes). Bytes of weights read per generated token W = every tensor of the
+Roofline (decode): read bandwidth B is measured by bench/bandwidth.cc (compiled by this
+script into the cache; T threads sum a 1 GiB buffer with AVX2 loads): once at the start
+(median of 5 passes), and again before every round of every row (median of 3 passes);
+a row's ceiling uses the median of its rounds' values, because on a shared machine the
+bandwidth moves by tens of percent within minutes (--bw-once: the start's value only). Bytes of weights read per generated token W = every tensor of the
 file except token_embd.weight, which is only gathered one row per token, unless there is
 no output.weight (tied embeddings: then token_embd is the output matrix and read in
 full every token). Ceiling = B / W tokens/s; each engine's tg is quoted as % of it. The
@@ -514,6 +516,9 @@ def summarize_row(row: dict, tests: list[str], bw_gbps: float | None) -> None:
                       "spread_pct": spread(vals)}
         l, p = s["llamacpp"]["median"], s["pagoda"]["median"]
         s["ratio"] = p / l if l and p else None
+        if row.get("bandwidth_gbps"):
+            bw_gbps = statistics.median(row["bandwidth_gbps"])
+            s["bandwidth_gbps"] = bw_gbps
         if test.startswith("tg") and bw_gbps and row.get("weights"):
             ceil = bw_gbps * 1e9 / row["weights"]["weight_bytes_per_token"]
             s["ceiling_tps"] = ceil
@@ -554,16 +559,20 @@ def markdown(doc: dict, tests: list[str]) -> str:
                 f"{fmt_pct(s.get('pagoda_pct_ceiling'))} | {sp} | {'-' if oc is None else f'{oc:.2f}'} |")
     out.append("")
     llc = m.get("llc_bytes") or 0
-    out.append("| row | model | file GiB | weights read/token MiB | tied embd | KV read/token MiB (avg) | note |")
-    out.append("| --- | --- | ---: | ---: | :---: | ---: | --- |")
+    out.append("| row | model | file GiB | weights read/token MiB | tied embd | KV read/token MiB (avg) "
+               "| bandwidth GB/s (rounds) | note |")
+    out.append("| --- | --- | ---: | ---: | :---: | ---: | --- | --- |")
     for row in doc["rows"]:
         w = row.get("weights")
         if not w:
-            out.append(f"| {row['name']} | {Path(row.get('model') or '?').name} | - | - | - | - | no tensor sizes |")
+            out.append(f"| {row['name']} | {Path(row.get('model') or '?').name} | - | - | - | - | - | no tensor sizes |")
             continue
+        bw_row = row.get("bandwidth_gbps") or []
+        bws = (f"{statistics.median(bw_row):.1f} ({', '.join(f'{b:.0f}' for b in bw_row)})" if bw_row
+               else f"{bw.get('median_gbps', 0):.1f} (start)")
         out.append(f"| {row['name']} | {Path(row['model']).name} | {w['file_bytes'] / 2**30:.2f} | "
                    f"{w['weight_bytes_per_token'] / 2**20:.1f} | {'yes' if w['tied_embeddings'] else 'no'} | "
-                   f"{w['kv_bytes_per_token_avg'] / 2**20:.2f} | "
+                   f"{w['kv_bytes_per_token_avg'] / 2**20:.2f} | {bws} | "
                    f"{'fits in the last-level cache: ceiling not meaningful' if llc and w['weight_bytes_per_token'] < 4 * llc else ''} |")
     return "\n".join(out)
 
@@ -632,6 +641,8 @@ def main() -> int:
     ap.add_argument("--bandwidth", type=float, metavar="GBPS", help="use this read bandwidth, do not measure")
     ap.add_argument("--bw-mib", type=int, default=1024, help="bandwidth buffer size (default 1024 MiB)")
     ap.add_argument("--bw-reps", type=int, default=5, help="bandwidth passes, median taken (default 5)")
+    ap.add_argument("--bw-once", action="store_true",
+                    help="measure the bandwidth once at the start, not before every round")
     ap.add_argument("--timeout", type=float, default=0,
                     help="seconds per engine run (default 0: one hour per GiB of model file, at least "
                          "one hour; a slow engine on the 7B row needs hours)")
@@ -728,6 +739,12 @@ def main() -> int:
                     per_round = time.monotonic() - row_t0
                     log(f"{r.name}: a round takes {per_round / 60:.1f} min; about "
                         f"{per_round * (a.rounds - 1) / 60:.0f} min left for this row")
+                if not a.bandwidth and not a.bw_once:
+                    try:
+                        b = measure_bandwidth(a.threads, a.bw_mib, 3)
+                        row.setdefault("bandwidth_gbps", []).append(b["median_gbps"])
+                    except (SetupError, ValueError) as e:
+                        log(f"{r.name}: bandwidth before round {rnd + 1}: {e}")
                 order = ("llamacpp", "pagoda") if rnd % 2 == 0 else ("pagoda", "llamacpp")
                 for eng in order:
                     quiet = wait_quiet(a.wait_quiet, a.quiet_threshold) if a.wait_quiet > 0 else {}

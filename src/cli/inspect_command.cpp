@@ -5,6 +5,7 @@
 #include <map>
 
 #include "gguf/gguf_file.h"
+#include "kernels/packed_weights.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "cli/commands.h"
@@ -86,7 +87,7 @@ int run_inspect() {
   fmt::print("\nparameters: {} ({:.1f}M), weights {} ({:.2f} bits/weight)\n", params, params / 1e6,
              human_size(static_cast<double>(bytes)), params ? 8.0 * bytes / params : 0.0);
   ThreadPool pool(1);
-  auto model = Model::load(f, pool);
+  auto model = Model::load(f, pool, /*repack=*/false);
   if (!model) {
     fmt::print("model: cannot run: {}\n", model.status().message());
     return 1;
@@ -96,9 +97,15 @@ int run_inspect() {
   const size_t kv = KvCache::bytes_needed(c.n_layer, ctx, c.kv_dim());
   fmt::print("model: {} | layers {} | embd {} | heads {} (kv {}) x {} | ffn {} | vocab {} | trained ctx {}\n",
              c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train);
-  fmt::print("memory at ctx {}: weights {} (mmap) + KV cache {} (FP16) = {}\n", ctx,
-             human_size(static_cast<double>(bytes)), human_size(static_cast<double>(kv)),
-             human_size(static_cast<double>(bytes + kv)));
+  // A tied embedding table that gets repacked for the output projection is kept twice:
+  // rows for the lookups, panels for the matmul (model/weight_packing.h).
+  const WeightView& out = (*model)->weights().output;
+  const bool tied = out.data == (*model)->weights().tok_embd.data;
+  const size_t copy = tied && packed_kernels(out.type) != nullptr ? packed_bytes(out.type, out.rows, out.cols) : 0;
+  fmt::print("memory at ctx {}: weights {} (mmap){} + KV cache {} (FP16) = {}\n", ctx,
+             human_size(static_cast<double>(bytes)),
+             copy > 0 ? fmt::format(" + output panels {}", human_size(static_cast<double>(copy))) : std::string(),
+             human_size(static_cast<double>(kv)), human_size(static_cast<double>(bytes + copy + kv)));
   return 0;
 }
 

@@ -38,7 +38,9 @@ using ActivationObserver =
 class Model {
  public:
   // The file must outlive the model (weights point into its mapping).
-  static Result<std::unique_ptr<Model>> load(const GgufFile& file, ThreadPool& pool);
+  // repack: whether matrices are repacked where that pays (model/weight_packing.h); off
+  // for a model loaded only to be described or read, never run at speed.
+  static Result<std::unique_ptr<Model>> load(const GgufFile& file, ThreadPool& pool, bool repack = true);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

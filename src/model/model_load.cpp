@@ -61,7 +61,7 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& pool) {
+Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& pool, bool repack) {
   auto cfg = read_config(file);
   if (!cfg) return cfg.status();
   ModelConfig c = std::move(cfg.value());
@@ -81,11 +81,13 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->config_ = std::move(c);
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
-  auto packed = pack_model_weights(file, m->weights_, pool);
-  if (!packed) return packed.status();
-  if (packed->matrices > 0)
-    log_info("repacked {} matrices into 16-row panels ({:.1f} MiB)", packed->matrices,
-             static_cast<double>(packed->bytes) / (1 << 20));
+  if (repack) {
+    auto packed = pack_model_weights(file, m->weights_, pool);
+    if (!packed) return packed.status();
+    if (packed->matrices > 0)
+      log_info("repacked {} matrices into 16-row panels ({:.1f} MiB)", packed->matrices,
+               static_cast<double>(packed->bytes) / (1 << 20));
+  }
   for (const auto& t : file.tensors()) m->weight_bytes_ += t.nbytes;
   return m;
 }
