@@ -59,20 +59,22 @@ void bm_packed(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
 }
 
 const bool registered = [] {
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K}) {
     if (packed_kernels_avx512(t) == nullptr) continue;
     const std::string name(dtype_name(t));
     struct Shape {
       int64_t rows, cols;
     };
+    const int64_t block = dtype_info(t).block_size;
     for (Shape s : {Shape{2048, 2048}, Shape{5632, 2048}, Shape{32768, 2048}, Shape{262144, 640}})
-      benchmark::RegisterBenchmark(
+      if (s.cols % block == 0)
+        benchmark::RegisterBenchmark(
           ("packed_gemv/" + name + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str(), bm_packed, t,
           s.rows, s.cols, int64_t{1})
           ->Unit(benchmark::kMicrosecond);
     for (Shape s : {Shape{1024, 4096}, Shape{16384, 640}, Shape{262144, 640}})
       for (int64_t tokens : {16, 48, 64}) {
-        if (s.rows == 1024 && tokens != 64) continue;
+        if ((s.rows == 1024 && tokens != 64) || s.cols % block != 0) continue;
         benchmark::RegisterBenchmark(("packed_tile/" + name + "/" + std::to_string(s.rows) + "x" +
                                       std::to_string(s.cols) + "/" + std::to_string(tokens))
                                          .c_str(),

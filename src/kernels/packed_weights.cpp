@@ -6,11 +6,13 @@
 #include "kernels/packed_layout.h"
 #include "kernels/simd_target.h"
 #include "quant/blocks.h"
+#include "quant/k_unpack.h"
 
 namespace pagoda {
 
 namespace simd {
 void register_packed_avx512(DType t, PackedKernels& k);
+void register_packed_k4_avx512(PackedKernels& k);
 }  // namespace simd
 
 namespace {
@@ -38,6 +40,34 @@ void pack_typed(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t
   }
 }
 
+void pack_q4_K(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
+  using L = packed::K4Layout;
+  const int64_t nb = cols / kQK_K;
+  for (int64_t p = p0; p < p1; ++p) {
+    uint8_t* panel = out + static_cast<size_t>(p) * static_cast<size_t>(nb) * L::kBlockBytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* dst = panel + static_cast<size_t>(b) * L::kBlockBytes;
+      std::memset(dst, 0, L::kBlockBytes);
+      for (int64_t r = 0; r < kPanelRows; ++r) {
+        const int64_t row = p * kPanelRows + r;
+        if (row >= rows) break;
+        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(row) * ws)[b];
+        for (int c = 0; c < 4; ++c)
+          for (int k = 0; k < 8; ++k)
+            for (int i = 0; i < 4; ++i) dst[(8 * c + k) * 64 + 4 * r + i] = blk.qs[32 * c + 4 * k + i];
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, m;
+          quant::unpack_k4_scale_min(j, blk.scales, &sc, &m);
+          dst[L::kScalesAt + 16 * j + r] = sc;
+          dst[L::kMinsAt + 32 * (j / 2) + 2 * r + (j % 2)] = m;
+        }
+        std::memcpy(dst + L::kDAt + 2 * r, &blk.d, 2);
+        std::memcpy(dst + L::kDminAt + 2 * r, &blk.dmin, 2);
+      }
+    }
+  }
+}
+
 const PackedKernels* lookup(DType t, bool respect_env) {
   static const PackedKernels q4 = [] {
     PackedKernels k;
@@ -49,6 +79,11 @@ const PackedKernels* lookup(DType t, bool respect_env) {
     simd::register_packed_avx512(DType::Q8_0, k);
     return k;
   }();
+  static const PackedKernels q4k = [] {
+    PackedKernels k;
+    simd::register_packed_k4_avx512(k);
+    return k;
+  }();
   if (respect_env) {
     static const bool off = [] {
       const char* e = std::getenv("PAGODA_REPACK");
@@ -56,7 +91,7 @@ const PackedKernels* lookup(DType t, bool respect_env) {
     }();
     if (off || best_simd_target() != SimdTarget::kAvx512) return nullptr;
   }
-  const PackedKernels* k = t == DType::Q4_0 ? &q4 : t == DType::Q8_0 ? &q8 : nullptr;
+  const PackedKernels* k = t == DType::Q4_0 ? &q4 : t == DType::Q8_0 ? &q8 : t == DType::Q4_K ? &q4k : nullptr;
   return k != nullptr && k->gemv != nullptr ? k : nullptr;
 }
 
@@ -70,9 +105,10 @@ const PackedKernels* packed_kernels_avx512(DType t) {
   return nullptr;
 }
 
-bool has_packed_layout(DType t) { return t == DType::Q4_0 || t == DType::Q8_0; }
+bool has_packed_layout(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K; }
 
 size_t packed_panel_bytes(DType t, int64_t cols) {
+  if (t == DType::Q4_K) return static_cast<size_t>(cols / kQK_K) * packed::K4Layout::kBlockBytes;
   const size_t nb = static_cast<size_t>(cols / kQK);
   return nb * (t == DType::Q4_0 ? packed::Layout<BlockQ4_0>::kBlockBytes : packed::Layout<BlockQ8_0>::kBlockBytes);
 }
@@ -85,6 +121,7 @@ void pack_panels(DType t, const uint8_t* w, size_t w_stride, int64_t rows, int64
                  uint8_t* out) {
   if (t == DType::Q4_0) pack_typed<BlockQ4_0>(w, w_stride, rows, cols, p0, p1, out);
   if (t == DType::Q8_0) pack_typed<BlockQ8_0>(w, w_stride, rows, cols, p0, p1, out);
+  if (t == DType::Q4_K) pack_q4_K(w, w_stride, rows, cols, p0, p1, out);
 }
 
 }  // namespace pagoda

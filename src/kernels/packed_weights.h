@@ -1,13 +1,14 @@
 // Weights repacked at load time into panels of 16 rows ("rows in lanes"), for the formats
-// and SIMD targets where that pays: Q4_0 and Q8_0 on AVX-512 VNNI. In a panel, block b of
+// and SIMD targets where that pays: Q4_0, Q8_0 and Q4_K on AVX-512 VNNI. In a panel, block b of
 // all 16 rows sits together: the quants transposed so that 32-bit lane r of a 512-bit
 // register holds four consecutive quants of row r, as unsigned bytes (Q8_0: q ^ 0x80;
 // Q4_0: the file's nibble bytes as they are), then the 16 rows' FP16 scales. One
 // broadcast activation dword then feeds 64 multiply-adds for 16 rows, with no horizontal
 // sums, no per-call transposition and no scale shuffles: the decode GEMV needs about a
 // third of the instructions per weight byte of the row-major kernels, and the prefill
-// tile skips the repack it would otherwise do on every call. A panel takes exactly the
-// bytes of its 16 rows in the file, so a packed matrix replaces its mapped pages.
+// tile skips the repack it would otherwise do on every call. A Q4_0 or Q8_0 panel takes
+// exactly the bytes of its 16 rows in the file (Q4_K: 2.8% more, its scales and mins
+// unpacked to bytes), so a packed matrix replaces its mapped pages.
 //
 // The GEMV (one token) and the tile (several) compute every output the same way, block
 // by block in one FP32 accumulator, so a row's result does not depend on the batch it is
@@ -25,7 +26,7 @@ inline constexpr int64_t kPanelRows = 16;
 
 struct PackedKernels {
   // y[r] = dot(row r, x) for r < rows, from the panels at `panels` (the first row is a
-  // panel's first); x is one activation row in the format's vec-dot type (Q8_0).
+  // panel's first); x is one activation row in the format's vec-dot type (Q8_0, Q8_K).
   void (*gemv)(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, float* y) = nullptr;
   // y[t * y_stride + r] for r < rows, t < tokens (at most 64): activation rows at x with
   // stride x_stride. Equal bit for bit to gemv on each token.
@@ -41,7 +42,7 @@ const PackedKernels* packed_kernels(DType t);
 const PackedKernels* packed_kernels_avx512(DType t);
 
 // Whether type t has a packed layout at all, and its bytes for a rows x cols matrix
-// (rows rounded up to whole panels; n a multiple of 32).
+// (rows rounded up to whole panels; cols a multiple of the format's block).
 bool has_packed_layout(DType t);
 size_t packed_bytes(DType t, int64_t rows, int64_t cols);
 // Bytes of one panel (16 rows, all their blocks).

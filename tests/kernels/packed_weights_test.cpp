@@ -16,6 +16,7 @@
 #include "kernels/dot_kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/packed_weights.h"
+#include "quant/blocks.h"
 #include "quant/formats.h"
 
 namespace pagoda {
@@ -76,7 +77,7 @@ TEST_P(PackedTest, GemvMatchesTheScalarDotForEveryRowAndPartialPanel) {
   std::mt19937 rng(3);
   for (int64_t blocks : {1, 3, 20, 69}) {
     for (int64_t rows : {1, 15, 16, 37}) {
-      const int64_t n = blocks * 32;
+      const int64_t n = blocks * dtype_info(t).block_size;
       Matrix m = make_matrix(t, rows, n, rng);
       const std::vector<uint8_t> x = activations(t, 1, n, rng);
       std::vector<float> y(static_cast<size_t>(rows) + 1, -7.0f);
@@ -96,7 +97,7 @@ TEST_P(PackedTest, TileEqualsGemvBitForBitForEveryTokenCount) {
   const DType t = GetParam();
   const PackedKernels* k = packed_kernels_avx512(t);
   std::mt19937 rng(4);
-  const int64_t n = 20 * 32, rows = 37, max_tokens = 70;
+  const int64_t n = 20 * dtype_info(t).block_size, rows = 37, max_tokens = 70;
   Matrix m = make_matrix(t, rows, n, rng);
   const std::vector<uint8_t> x = activations(t, max_tokens, n, rng);
   const size_t xb = row_bytes(vec_dot_type(t), n);
@@ -120,7 +121,7 @@ TEST_P(PackedTest, MatmulThroughPanelsMatchesTheRowMajorPath) {
   const DType t = GetParam();
   ThreadPool pool(3);
   std::mt19937 rng(5);
-  const int64_t rows = 100, cols = 256;
+  const int64_t rows = 100, cols = 2 * kQK_K;
   Matrix m = make_matrix(t, rows, cols, rng);
   WeightView plain{t, rows, cols, m.stride, m.w.data(), nullptr, nullptr};
   WeightView packed = plain;
@@ -140,7 +141,7 @@ TEST_P(PackedTest, FusedDecodeGroupEqualsSeparateCallsBitForBit) {
   const DType t = GetParam();
   ThreadPool pool(2);
   std::mt19937 rng(6);
-  const int64_t cols = 128;
+  const int64_t cols = 4 * dtype_info(t).block_size;
   Matrix q = make_matrix(t, 64, cols, rng), k = make_matrix(t, 16, cols, rng), v = make_matrix(t, 16, cols, rng);
   auto view = [&](Matrix& m) {
     WeightView w{t, m.rows, m.cols, m.stride, m.w.data(), nullptr, nullptr};
@@ -167,10 +168,12 @@ TEST(PackedLayout, PanelsTakeTheBytesOfTheirRows) {
     EXPECT_EQ(packed_bytes(t, 64, 640), row_bytes(t, 640) * 64) << dtype_name(t);
     EXPECT_EQ(packed_bytes(t, 65, 640), row_bytes(t, 640) * 80) << dtype_name(t);
   }
-  EXPECT_FALSE(has_packed_layout(DType::Q4_K));
+  // Q4_K's scales and mins are unpacked to bytes: 2368 bytes per 16 rows of 256 values.
+  EXPECT_EQ(packed_bytes(DType::Q4_K, 32, 512), size_t{2368} * 2 * 2);
+  EXPECT_FALSE(has_packed_layout(DType::Q6_K));
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(DType::Q4_0, DType::Q8_0),
+INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(DType::Q4_0, DType::Q8_0, DType::Q4_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
