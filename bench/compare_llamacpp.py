@@ -28,8 +28,9 @@ P tokens from an empty cache, tg = N single-token steps from an empty cache. The
 quotes the median over the rounds per engine and test.
 
 Roofline (decode): read bandwidth B is measured by bench/bandwidth.cc (compiled by this
-script into the cache; T threads sum a 1 GiB buffer with AVX2 loads): once at the start
-(median of 5 passes), and again before every round of every row (median of 3 passes);
+script into the cache; T threads sum a 1 GiB buffer with AVX2 loads, in passes with and
+without software prefetch, the better median counts): once at the start (5 passes of
+each), and again before every round of every row (3 of each);
 a row's ceiling uses the median of its rounds' values, because on a shared machine the
 bandwidth moves by tens of percent within minutes (--bw-once: the start's value only). Bytes of weights read per generated token W = every tensor of the
 file except token_embd.weight, which is only gathered one row per token, unless there is

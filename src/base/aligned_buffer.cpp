@@ -15,13 +15,14 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 AlignedBuffer::AlignedBuffer(size_t n) {
   const size_t align = n >= kHugePage ? kHugePage : 64;
-  const size_t size = (n + align - 1) / align * align;
-  p_ = static_cast<uint8_t*>(std::aligned_alloc(align, size == 0 ? align : size));
-  if (p_ == nullptr) return;
+  void* p = nullptr;
+  if (posix_memalign(&p, align, n == 0 ? 1 : n) != 0) return;
+  p_ = static_cast<uint8_t*>(p);
   n_ = n;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  // Advice only: where transparent huge pages are off this changes nothing.
-  if (align == kHugePage) (void)madvise(p_, size, MADV_HUGEPAGE);
+  // Advice only, and only for whole huge pages: a huge page under the partial tail would
+  // make the buffer up to 2 MiB larger in memory than asked.
+  if (align == kHugePage) (void)madvise(p_, n & ~(kHugePage - 1), MADV_HUGEPAGE);
 #endif
 }
 

@@ -72,7 +72,9 @@ float dot(int64_t n, const void* wv, const void* xv) {
   for (; i + 64 <= n; i += 64) {
     // Every line of the weights kPrefetchBytes on (into the next rows once past this
     // one's end): decode reads matrices far larger than the caches row after row.
-    const char* ahead = reinterpret_cast<const char*>(w + i) + kPrefetchBytes;
+    // (Integer arithmetic: the address may lie past the matrix, where a prefetch is
+    // harmless but a pointer would not be.)
+    const auto* ahead = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w + i) + kPrefetchBytes);
 #pragma GCC unroll 4
     for (int64_t o = 0; o < kStepBytes; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
     a0 = _mm512_fmadd_ps(E::load(w + i), E::load(x + i), a0);

@@ -83,39 +83,45 @@ inline void weights(const uint8_t* blk, __m512i* w) {
   }
 }
 
-thread_local TileBuffer<int32_t> t_corr;
-thread_local TileBuffer<float> t_dx;
+// Per-block activation terms of a GEMV call; local types, so no TileBuffer instance
+// compiled here can be shared with another file's at link time.
+struct ActTerms {
+  int32_t corr;
+  float dx;
+};
+thread_local TileBuffer<ActTerms> t_terms;
 
 template <typename B>
 void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, float* y) {
   using L = Layout<B>;
   const int64_t nb = n / kQK;
-  int32_t* corr = t_corr.get(static_cast<size_t>(nb));
-  float* dx = t_dx.get(static_cast<size_t>(nb));
+  ActTerms* terms = t_terms.get(static_cast<size_t>(nb));
   for (int64_t b = 0; b < nb; ++b) {
-    corr[b] = correction<B>(x + b * kXBytes + kXQs);
-    dx[b] = _cvtsh_ss(load16(x + b * kXBytes));
+    terms[b].corr = correction<B>(x + b * kXBytes + kXQs);
+    terms[b].dx = _cvtsh_ss(load16(x + b * kXBytes));
   }
   const size_t panel_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
-  const uint8_t* end = panels + panel_bytes * static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows);
-  for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows, panels += panel_bytes) {
+  const size_t total = panel_bytes * static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows);
+  for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
+    const size_t at = static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = panels + b * L::kBlockBytes;
-      const uint8_t* ahead = blk + kAheadBytes;
-      if (ahead < end)
-        for (size_t o = 0; o < L::kBlockBytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + o), _MM_HINT_T0);
+      const size_t off = at + static_cast<size_t>(b) * L::kBlockBytes;
+      const uint8_t* blk = panels + off;
+      if (off + kAheadBytes + L::kBlockBytes <= total)
+        for (size_t o = 0; o < L::kBlockBytes; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(blk + kAheadBytes + o), _MM_HINT_T0);
       const uint8_t* xq = x + b * kXBytes + kXQs;
       __m512i w[8];
       weights<B>(blk, w);
       // Two chains of four dpbusd: the sum is an exact integer either way.
-      __m512i a0 = _mm512_set1_epi32(corr[b]), a1 = _mm512_setzero_si512();
+      __m512i a0 = _mm512_set1_epi32(terms[b].corr), a1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         a0 = _mm512_dpbusd_epi32(a0, w[j], bcast(xq + 4 * j));
         a1 = _mm512_dpbusd_epi32(a1, w[j + 4], bcast(xq + 16 + 4 * j));
       }
-      const __m512 s = _mm512_mul_ps(scales(blk, L::kScaleAt), _mm512_set1_ps(dx[b]));
+      const __m512 s = _mm512_mul_ps(scales(blk, L::kScaleAt), _mm512_set1_ps(terms[b].dx));
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), s, acc);
     }
     const int64_t valid = rows - r0;
@@ -155,7 +161,7 @@ XStage stage(const uint8_t* x, size_t x_stride, int64_t tokens, int64_t nb) {
 // One panel by kT tokens (staged at q/d/c, already offset to the first token).
 template <typename B, int kT>
 void micro(int64_t nb, const uint8_t* panel, const uint8_t* q, const float* d, const int32_t* c, float* y, size_t ys,
-           __mmask16 mask, const uint8_t* prefetch_end) {
+           __mmask16 mask, bool prefetch_next) {
   using L = Layout<B>;
   const size_t next = static_cast<size_t>(nb) * L::kBlockBytes;  // the next panel's block b
   __m512 accf[kT];
@@ -165,7 +171,7 @@ void micro(int64_t nb, const uint8_t* panel, const uint8_t* q, const float* d, c
     // The first pass over a panel prefetches the next panel into L2: with few tokens, as
     // in batched decode, the weights come from DRAM, and without it their latency adds to
     // the work (262144 x 640 Q8_0 by 16 tokens: 17 ms before, 10 ms with).
-    if (panel + next < prefetch_end)
+    if (prefetch_next)
       for (size_t o = 0; o < L::kBlockBytes; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(panel + next + o), _MM_HINT_T1);
     __m512i acc[kT];
@@ -207,7 +213,6 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
   using L = Layout<B>;
   const int64_t nb = n / kQK;
   const size_t panel_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
-  const uint8_t* end = panels + panel_bytes * static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows);
   for (int64_t t0 = 0; t0 < tokens; t0 += kTok) {
     const int64_t tc = tokens - t0 < kTok ? tokens - t0 : kTok;
     const XStage st = stage<B>(x + t0 * x_stride, x_stride, tc, nb);
@@ -220,7 +225,7 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
       auto run = [&](auto tag) {
         constexpr int kN = decltype(tag)::value;
         micro<B, kN>(nb, panel, st.q + t * 32, st.d + t, st.c + t, yp + t * y_stride, y_stride, mask,
-                     t == 0 ? end : nullptr);
+                     t == 0 && r0 + kPanelRows < rows);
         t += kN;
       };
       // Blocks of 12, except that 16-19 left go as 8 + 8 (more dpbusd chains in flight).

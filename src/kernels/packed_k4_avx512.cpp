@@ -70,15 +70,17 @@ inline float x_scale(const uint8_t* xblk) {
 void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, float* y) {
   const int64_t nb = n / kQK_K;
   const size_t panel_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
-  const uint8_t* end = panels + panel_bytes * static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows);
+  const size_t total = panel_bytes * static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows);
   const __m512i lo4 = _mm512_set1_epi8(0x0f);
-  for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows, panels += panel_bytes) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
+    const size_t at = static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = panels + b * L::kBlockBytes;
+      const size_t off = at + static_cast<size_t>(b) * L::kBlockBytes;
+      const uint8_t* blk = panels + off;
       const uint8_t* xblk = x + b * sizeof(BlockQ8_K);
       const uint8_t* xq = xblk + kXQs;
-      if (blk + kAheadBytes < end)
+      if (off + kAheadBytes + L::kBlockBytes <= total)
         for (size_t o = 0; o < L::kBlockBytes; o += 64)
           _mm_prefetch(reinterpret_cast<const char*>(blk + kAheadBytes + o), _MM_HINT_T0);
       __m512i isum = _mm512_setzero_si512();
@@ -121,7 +123,7 @@ thread_local TileBuffer<XSums> t_sums;
 // One panel by kT tokens. x: the first token's Q8_K row (stride xs); sums[b * kTok + t].
 template <int kT>
 void micro(int64_t nb, const uint8_t* panel, const uint8_t* x, size_t xs, const XSums* sums, float* y, size_t ys,
-           __mmask16 mask, const uint8_t* prefetch_end) {
+           __mmask16 mask, bool prefetch_next) {
   const __m512i lo4 = _mm512_set1_epi8(0x0f);
   const size_t next = static_cast<size_t>(nb) * L::kBlockBytes;
   __m512 accf[kT];
@@ -129,7 +131,7 @@ void micro(int64_t nb, const uint8_t* panel, const uint8_t* x, size_t xs, const 
   for (int t = 0; t < kT; ++t) accf[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, panel += L::kBlockBytes, sums += kTok) {
     // The first pass over a panel prefetches the next panel into L2 (as packed_avx512.cpp).
-    if (panel + next < prefetch_end)
+    if (prefetch_next)
       for (size_t o = 0; o < L::kBlockBytes; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(panel + next + o), _MM_HINT_T1);
     const uint8_t* xq = x + b * sizeof(BlockQ8_K) + kXQs;
@@ -173,7 +175,6 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
           size_t y_stride) {
   const int64_t nb = n / kQK_K;
   const size_t panel_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
-  const uint8_t* end = panels + panel_bytes * static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows);
   XSums* sums = t_sums.get(static_cast<size_t>(nb) * kTok);
   for (int64_t t0 = 0; t0 < tokens; t0 += kTok) {
     const int64_t tc = tokens - t0 < kTok ? tokens - t0 : kTok;
@@ -194,7 +195,7 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
       auto run = [&](auto tag) {
         constexpr int kN = decltype(tag)::value;
         micro<kN>(nb, panel, xt + t * x_stride, x_stride, sums + t, yp + t * y_stride, y_stride, mask,
-                  t == 0 ? end : nullptr);
+                  t == 0 && r0 + kPanelRows < rows);
         t += kN;
       };
       while (tc - t >= 8) run(std::integral_constant<int, 8>{});

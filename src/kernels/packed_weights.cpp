@@ -87,7 +87,10 @@ const PackedKernels* lookup(DType t, bool respect_env) {
   if (respect_env) {
     static const bool off = [] {
       const char* e = std::getenv("PAGODA_REPACK");
-      return e != nullptr && std::strcmp(e, "0") == 0;
+      if (e == nullptr) return false;
+      for (const char* no : {"0", "off", "false", "no"})
+        if (std::strcmp(e, no) == 0) return true;
+      return false;
     }();
     if (off || best_simd_target() != SimdTarget::kAvx512) return nullptr;
   }

@@ -82,11 +82,10 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
   if (repack) {
-    auto packed = pack_model_weights(file, m->weights_, pool);
-    if (!packed) return packed.status();
-    if (packed->matrices > 0)
-      log_info("repacked {} matrices into 16-row panels ({:.1f} MiB)", packed->matrices,
-               static_cast<double>(packed->bytes) / (1 << 20));
+    const PackingReport packed = pack_model_weights(file, m->weights_, pool);
+    if (packed.matrices > 0)
+      log_info("repacked {} matrices into 16-row panels ({:.1f} MiB)", packed.matrices,
+               static_cast<double>(packed.bytes) / (1 << 20));
   }
   for (const auto& t : file.tensors()) m->weight_bytes_ += t.nbytes;
   return m;

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "base/log.h"
 #include "gguf/gguf_file.h"
 #include "kernels/packed_weights.h"
 #include "model/weights.h"
@@ -20,7 +21,7 @@ const GgufTensor* tensor_at(const GgufFile& f, const uint8_t* data) {
 
 }  // namespace
 
-Result<PackingReport> pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool) {
+PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool) {
   std::vector<WeightView*> views;
   for (LayerWeights& L : w.layers)
     for (WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) views.push_back(v);
@@ -30,9 +31,12 @@ Result<PackingReport> pack_model_weights(const GgufFile& f, ModelWeights& w, Thr
     if (v->empty() || v->packed != nullptr || packed_kernels(v->type) == nullptr) continue;
     const size_t bytes = packed_bytes(v->type, v->rows, v->cols);
     AlignedBuffer buf(bytes);
-    if (buf.data() == nullptr)
-      return error("{}: out of memory repacking a {} x {} {} matrix ({:.1f} MiB); PAGODA_REPACK=0 skips repacking",
-                   f.path(), v->rows, v->cols, dtype_name(v->type), static_cast<double>(bytes) / (1 << 20));
+    if (buf.data() == nullptr) {
+      // The rows still work, only slower: keep them and say so.
+      log_warn("{}: no memory to repack a {} x {} {} matrix ({:.1f} MiB); it stays row-major", f.path(), v->rows,
+               v->cols, dtype_name(v->type), static_cast<double>(bytes) / (1 << 20));
+      continue;
+    }
     const int64_t panels = (v->rows + kPanelRows - 1) / kPanelRows;
     uint8_t* out = buf.data();
     pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1, int) {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine_test_util.h"
+#include "kernels/packed_weights.h"
 #include "kernels/simd_target.h"
 
 namespace pagoda {
@@ -51,10 +52,8 @@ Workload mixed_workload(int n, int vocab, uint32_t seed) {
   return w;
 }
 
-TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
-  REQUIRE_EXACT_BATCHING();
-  ThreadPool pool(2);
-  auto m = load_tiny(pool, "engine_mixed");
+// 64 requests of mixed lengths under memory pressure, each compared with its run alone.
+void check_mixed_workload(const testing_util::TinyModel& m) {
   const Workload w = mixed_workload(64, m.model->config().n_vocab, 7);
   EngineConfig c;
   c.scheduler.max_num_seqs = 16;
@@ -76,6 +75,27 @@ TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
     EXPECT_EQ((got[{ids[i], 0}]), alone) << "request " << i << " (prompt " << w.prompts[i].size() << " tokens)";
     EXPECT_EQ(finish[ids[i]], FinishReason::kLength);
     EXPECT_EQ((static_cast<int32_t>(got[{ids[i], 0}].size())), w.max_tokens[i]);
+  }
+}
+
+TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  check_mixed_workload(load_tiny(pool, "engine_mixed"));
+}
+
+// Matrices repacked into panels (kernels/packed_weights.h) are computed the same way for
+// one token as for many, so on AVX-512 a Q8_0 or Q4_0 model batches exactly with the SIMD
+// kernels themselves, not only on the scalar target.
+TEST(Engine, PackedWeightsBatchExactlyOnTheirSimdKernels) {
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    if (packed_kernels(t) == nullptr)
+      GTEST_SKIP() << dtype_name(t) << " matrices are not repacked here (no AVX-512 VNNI, PAGODA_CPU or PAGODA_REPACK=0)";
+    SCOPED_TRACE(dtype_name(t));
+    ThreadPool pool(2);
+    RandomModelSpec spec;
+    spec.type = t;
+    check_mixed_workload(load_tiny(pool, std::string("engine_packed_") + std::string(dtype_name(t)), spec));
   }
 }
 
