@@ -18,6 +18,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/packed_avx512_common.h"
 #include "kernels/packed_layout.h"
 #include "kernels/packed_weights.h"
 #include "kernels/tile_buffer.h"
@@ -40,17 +41,6 @@ constexpr int kXStride = kTok * 32;   // bytes of staged quants per block
 // core's read bandwidth.
 constexpr size_t kAheadBytes = 4096;
 
-inline uint32_t load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline uint16_t load16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline __m512i bcast(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load32(p))); }
 inline __m512 scales(const uint8_t* blk, size_t at) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + at)));
 }
@@ -108,9 +98,7 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
     for (int64_t b = 0; b < nb; ++b) {
       const size_t off = at + static_cast<size_t>(b) * L::kBlockBytes;
       const uint8_t* blk = panels + off;
-      if (off + kAheadBytes + L::kBlockBytes <= total)
-        for (size_t o = 0; o < L::kBlockBytes; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(blk + kAheadBytes + o), _MM_HINT_T0);
+      if (off + kAheadBytes + L::kBlockBytes <= total) prefetch_block<_MM_HINT_T0>(blk + kAheadBytes, L::kBlockBytes);
       const uint8_t* xq = x + b * kXBytes + kXQs;
       __m512i w[8];
       weights<B>(blk, w);
@@ -125,7 +113,7 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), s, acc);
     }
     const int64_t valid = rows - r0;
-    const __mmask16 mask = valid >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << valid) - 1);
+    const __mmask16 mask = row_mask(valid);
     _mm512_mask_storeu_ps(y + r0, mask, acc);
   }
 }
@@ -171,9 +159,7 @@ void micro(int64_t nb, const uint8_t* panel, const uint8_t* q, const float* d, c
     // The first pass over a panel prefetches the next panel into L2: with few tokens, as
     // in batched decode, the weights come from DRAM, and without it their latency adds to
     // the work (262144 x 640 Q8_0 by 16 tokens: 17 ms before, 10 ms with).
-    if (prefetch_next)
-      for (size_t o = 0; o < L::kBlockBytes; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(panel + next + o), _MM_HINT_T1);
+    if (prefetch_next) prefetch_block<_MM_HINT_T1>(panel + next, L::kBlockBytes);
     __m512i acc[kT];
 #pragma GCC unroll 16
     for (int t = 0; t < kT; ++t) acc[t] = _mm512_set1_epi32(c[t]);
@@ -219,7 +205,7 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
     for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
       const uint8_t* panel = panels + static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
       const int64_t valid = rows - r0;
-      const __mmask16 mask = valid >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << valid) - 1);
+      const __mmask16 mask = row_mask(valid);
       float* yp = y + t0 * y_stride + r0;
       int64_t t = 0;
       auto run = [&](auto tag) {

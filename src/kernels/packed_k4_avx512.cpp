@@ -19,6 +19,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/packed_avx512_common.h"
 #include "kernels/packed_layout.h"
 #include "kernels/packed_weights.h"
 #include "kernels/tile_buffer.h"
@@ -33,12 +34,6 @@ constexpr size_t kXQs = offsetof(BlockQ8_K, qs);
 constexpr size_t kXBsums = offsetof(BlockQ8_K, bsums);
 constexpr size_t kAheadBytes = 4096;
 
-inline uint32_t load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline __m512i bcast(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load32(p))); }
 inline __m512 halves(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -80,9 +75,7 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
       const uint8_t* blk = panels + off;
       const uint8_t* xblk = x + b * sizeof(BlockQ8_K);
       const uint8_t* xq = xblk + kXQs;
-      if (off + kAheadBytes + L::kBlockBytes <= total)
-        for (size_t o = 0; o < L::kBlockBytes; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(blk + kAheadBytes + o), _MM_HINT_T0);
+      if (off + kAheadBytes + L::kBlockBytes <= total) prefetch_block<_MM_HINT_T0>(blk + kAheadBytes, L::kBlockBytes);
       __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
@@ -106,7 +99,7 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
       acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(halves(blk + L::kDminAt), dx), acc);
     }
     const int64_t valid = rows - r0;
-    const __mmask16 mask = valid >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << valid) - 1);
+    const __mmask16 mask = row_mask(valid);
     _mm512_mask_storeu_ps(y + r0, mask, acc);
   }
 }
@@ -131,9 +124,7 @@ void micro(int64_t nb, const uint8_t* panel, const uint8_t* x, size_t xs, const 
   for (int t = 0; t < kT; ++t) accf[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, panel += L::kBlockBytes, sums += kTok) {
     // The first pass over a panel prefetches the next panel into L2 (as packed_avx512.cpp).
-    if (prefetch_next)
-      for (size_t o = 0; o < L::kBlockBytes; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(panel + next + o), _MM_HINT_T1);
+    if (prefetch_next) prefetch_block<_MM_HINT_T1>(panel + next, L::kBlockBytes);
     const uint8_t* xq = x + b * sizeof(BlockQ8_K) + kXQs;
     __m512i isum[kT];
 #pragma GCC unroll 8
@@ -189,7 +180,7 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
     for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
       const uint8_t* panel = panels + static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
       const int64_t valid = rows - r0;
-      const __mmask16 mask = valid >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << valid) - 1);
+      const __mmask16 mask = row_mask(valid);
       float* yp = y + t0 * y_stride + r0;
       int64_t t = 0;
       auto run = [&](auto tag) {

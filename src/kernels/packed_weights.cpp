@@ -17,55 +17,50 @@ void register_packed_k4_avx512(PackedKernels& k);
 
 namespace {
 
-template <typename B>
-void pack_typed(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
-  using L = packed::Layout<B>;
-  const int64_t nb = cols / kQK;
+// Calls fill(dst, row, b) for every row that exists in panels [p0, p1), for each block b
+// of its panel (dst: the block's bytes in the panel, zeroed first).
+template <typename Fill>
+void for_each_panel_block(int64_t rows, int64_t nb, size_t block_bytes, int64_t p0, int64_t p1, uint8_t* out,
+                          Fill fill) {
   for (int64_t p = p0; p < p1; ++p) {
-    uint8_t* panel = out + static_cast<size_t>(p) * static_cast<size_t>(nb) * L::kBlockBytes;
+    uint8_t* panel = out + static_cast<size_t>(p) * static_cast<size_t>(nb) * block_bytes;
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* dst = panel + static_cast<size_t>(b) * L::kBlockBytes;
-      std::memset(dst, 0, L::kBlockBytes);
-      for (int64_t r = 0; r < kPanelRows; ++r) {
-        const int64_t row = p * kPanelRows + r;
-        if (row >= rows) break;
-        const B& blk = reinterpret_cast<const B*>(w + static_cast<size_t>(row) * ws)[b];
-        const auto* qs = reinterpret_cast<const uint8_t*>(blk.qs);
-        // Register j, lane r: quant bytes 4j..4j+3 of the row.
-        for (int j = 0; j < L::kRegs; ++j)
-          for (int k = 0; k < 4; ++k) dst[64 * j + 4 * r + k] = static_cast<uint8_t>(qs[4 * j + k] ^ L::kFlip);
-        std::memcpy(dst + L::kScaleAt + 2 * r, &blk.d, 2);
-      }
+      uint8_t* dst = panel + static_cast<size_t>(b) * block_bytes;
+      std::memset(dst, 0, block_bytes);
+      for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < rows; ++r) fill(dst, r, p * kPanelRows + r, b);
     }
   }
 }
 
+template <typename B>
+void pack_typed(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
+  using L = packed::Layout<B>;
+  for_each_panel_block(rows, cols / kQK, L::kBlockBytes, p0, p1, out, [&](uint8_t* dst, int64_t r, int64_t row, int64_t b) {
+    const B& blk = reinterpret_cast<const B*>(w + static_cast<size_t>(row) * ws)[b];
+    const auto* qs = reinterpret_cast<const uint8_t*>(blk.qs);
+    // Register j, lane r: quant bytes 4j..4j+3 of the row.
+    for (int j = 0; j < L::kRegs; ++j)
+      for (int k = 0; k < 4; ++k) dst[64 * j + 4 * r + k] = static_cast<uint8_t>(qs[4 * j + k] ^ L::kFlip);
+    std::memcpy(dst + L::kScaleAt + 2 * r, &blk.d, 2);
+  });
+}
+
 void pack_q4_K(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
   using L = packed::K4Layout;
-  const int64_t nb = cols / kQK_K;
-  for (int64_t p = p0; p < p1; ++p) {
-    uint8_t* panel = out + static_cast<size_t>(p) * static_cast<size_t>(nb) * L::kBlockBytes;
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* dst = panel + static_cast<size_t>(b) * L::kBlockBytes;
-      std::memset(dst, 0, L::kBlockBytes);
-      for (int64_t r = 0; r < kPanelRows; ++r) {
-        const int64_t row = p * kPanelRows + r;
-        if (row >= rows) break;
-        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(row) * ws)[b];
-        for (int c = 0; c < 4; ++c)
-          for (int k = 0; k < 8; ++k)
-            for (int i = 0; i < 4; ++i) dst[(8 * c + k) * 64 + 4 * r + i] = blk.qs[32 * c + 4 * k + i];
-        for (int j = 0; j < 8; ++j) {
-          uint8_t sc, m;
-          quant::unpack_k4_scale_min(j, blk.scales, &sc, &m);
-          dst[L::kScalesAt + 16 * j + r] = sc;
-          dst[L::kMinsAt + 32 * (j / 2) + 2 * r + (j % 2)] = m;
-        }
-        std::memcpy(dst + L::kDAt + 2 * r, &blk.d, 2);
-        std::memcpy(dst + L::kDminAt + 2 * r, &blk.dmin, 2);
-      }
+  for_each_panel_block(rows, cols / kQK_K, L::kBlockBytes, p0, p1, out, [&](uint8_t* dst, int64_t r, int64_t row, int64_t b) {
+    const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(row) * ws)[b];
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 8; ++k)
+        for (int i = 0; i < 4; ++i) dst[(8 * c + k) * 64 + 4 * r + i] = blk.qs[32 * c + 4 * k + i];
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      quant::unpack_k4_scale_min(j, blk.scales, &sc, &m);
+      dst[L::kScalesAt + 16 * j + r] = sc;
+      dst[L::kMinsAt + 32 * (j / 2) + 2 * r + (j % 2)] = m;
     }
-  }
+    std::memcpy(dst + L::kDAt + 2 * r, &blk.d, 2);
+    std::memcpy(dst + L::kDminAt + 2 * r, &blk.dmin, 2);
+  });
 }
 
 const PackedKernels* lookup(DType t, bool respect_env) {
