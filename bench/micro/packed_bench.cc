@@ -59,7 +59,7 @@ void bm_packed(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
 }
 
 const bool registered = [] {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K}) {
     if (packed_kernels_avx512(t) == nullptr) continue;
     const std::string name(dtype_name(t));
     struct Shape {

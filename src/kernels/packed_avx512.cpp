@@ -5,7 +5,8 @@
 // Both bodies run one panel (16 rows in the lanes) block by block: the block's integer
 // dot for every row starts from -offset * sum(x) (one broadcast), then each activation
 // dword, broadcast, feeds one dpbusd with a register of weight quants (Q4_0's nibbles are
-// split with an and and a shift first), and the FP32 accumulator takes
+// split with an and and a shift first; Q5_0 then ORs in its fifth bits, looked up by
+// vpermd from four bits of qh per register), and the FP32 accumulator takes
 // cvt(int) * (d_w * d_x) with one FMA. The tile runs up to 12 tokens per panel pass so
 // the unpacked weight registers are reused across tokens; the GEMV runs one.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -56,6 +57,39 @@ inline int32_t correction(const uint8_t* xq) {
   return static_cast<int32_t>(-Layout<B>::kOffset * sum);
 }
 
+// Q5_0's fifth bits of values 4j..4j+3 as 16 in their bytes: the four bits at 4j of each
+// lane's qh word index a table of the 16 possible byte patterns (vpermd reads only the
+// low four bits of an index).
+struct alignas(64) SpreadTable {
+  uint32_t v[16];
+};
+constexpr SpreadTable make_spread_table() {
+  SpreadTable t{};
+  for (uint32_t n = 0; n < 16; ++n)
+    for (uint32_t m = 0; m < 4; ++m)
+      if ((n >> m) & 1) t.v[n] |= 0x10u << (8 * m);
+  return t;
+}
+inline constexpr SpreadTable kSpread = make_spread_table();
+
+inline __m512i fifth_bits(__m512i qh, int j) {
+  return _mm512_permutexvar_epi32(_mm512_srl_epi32(qh, _mm_cvtsi32_si128(4 * j)), _mm512_load_si512(kSpread.v));
+}
+
+// Register pair k of a nibble format, unpacked: values 4k.. (lo) and 16+4k.. (hi).
+template <typename B>
+inline void nibble_pair(const uint8_t* blk, int k, __m512i& lo, __m512i& hi) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0f);
+  const __m512i v = _mm512_loadu_si512(blk + 64 * k);
+  lo = _mm512_and_si512(v, lo4);
+  hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+  if constexpr (Layout<B>::kHighBits) {
+    const __m512i qh = _mm512_loadu_si512(blk + Layout<B>::kQhAt);
+    lo = _mm512_or_si512(lo, fifth_bits(qh, k));
+    hi = _mm512_or_si512(hi, fifth_bits(qh, k + 4));
+  }
+}
+
 // The weight registers of one block, unpacked to u = q + offset.
 template <typename B>
 inline void weights(const uint8_t* blk, __m512i* w) {
@@ -63,13 +97,8 @@ inline void weights(const uint8_t* blk, __m512i* w) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) w[j] = _mm512_loadu_si512(blk + 64 * j);
   } else {
-    const __m512i lo4 = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = _mm512_loadu_si512(blk + 64 * k);
-      w[k] = _mm512_and_si512(v, lo4);
-      w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-    }
+    for (int k = 0; k < 4; ++k) nibble_pair<B>(blk, k, w[k], w[k + 4]);
   }
 }
 
@@ -171,12 +200,10 @@ void micro(int64_t nb, const uint8_t* panel, const uint8_t* q, const float* d, c
         for (int t = 0; t < kT; ++t) acc[t] = _mm512_dpbusd_epi32(acc[t], w, bcast(q + t * 32 + 4 * j));
       }
     } else {
-      const __m512i lo4 = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const __m512i v = _mm512_loadu_si512(panel + 64 * k);
-        const __m512i wl = _mm512_and_si512(v, lo4);
-        const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+        __m512i wl, wh;
+        nibble_pair<B>(panel, k, wl, wh);
 #pragma GCC unroll 16
         for (int t = 0; t < kT; ++t) {
           acc[t] = _mm512_dpbusd_epi32(acc[t], wl, bcast(q + t * 32 + 4 * k));
@@ -235,6 +262,10 @@ void register_packed_avx512(DType t, PackedKernels& k) {
   if (t == DType::Q8_0) {
     k.gemv = gemv<BlockQ8_0>;
     k.tile = tile<BlockQ8_0>;
+  }
+  if (t == DType::Q5_0) {
+    k.gemv = gemv<BlockQ5_0>;
+    k.tile = tile<BlockQ5_0>;
   }
 }
 

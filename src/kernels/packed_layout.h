@@ -29,7 +29,21 @@ struct Layout<BlockQ4_0> {
   static constexpr int kRegs = 4;
   static constexpr uint8_t kFlip = 0;
   static constexpr int kOffset = 8;
+  static constexpr bool kHighBits = false;
   static constexpr size_t kScaleAt = 64 * kRegs;
+  static constexpr size_t kBlockBytes = kScaleAt + 32;
+};
+
+// Q5_0: Q4_0's nibble registers, then one register of the rows' qh words (lane r = row
+// r's 32 fifth bits, bit i for value i), then the scales; u = (nibble | bit << 4) = q + 16.
+template <>
+struct Layout<BlockQ5_0> {
+  static constexpr int kRegs = 4;
+  static constexpr uint8_t kFlip = 0;
+  static constexpr int kOffset = 16;
+  static constexpr bool kHighBits = true;
+  static constexpr size_t kQhAt = 64 * kRegs;
+  static constexpr size_t kScaleAt = kQhAt + 64;
   static constexpr size_t kBlockBytes = kScaleAt + 32;
 };
 
@@ -38,6 +52,7 @@ struct Layout<BlockQ8_0> {
   static constexpr int kRegs = 8;
   static constexpr uint8_t kFlip = 0x80;
   static constexpr int kOffset = 128;
+  static constexpr bool kHighBits = false;
   static constexpr size_t kScaleAt = 64 * kRegs;
   static constexpr size_t kBlockBytes = kScaleAt + 32;
 };

@@ -41,6 +41,7 @@ void pack_typed(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t
     // Register j, lane r: quant bytes 4j..4j+3 of the row.
     for (int j = 0; j < L::kRegs; ++j)
       for (int k = 0; k < 4; ++k) dst[64 * j + 4 * r + k] = static_cast<uint8_t>(qs[4 * j + k] ^ L::kFlip);
+    if constexpr (L::kHighBits) std::memcpy(dst + L::kQhAt + 4 * r, blk.qh, 4);
     std::memcpy(dst + L::kScaleAt + 2 * r, &blk.d, 2);
   });
 }
@@ -69,6 +70,11 @@ const PackedKernels* lookup(DType t, bool respect_env) {
     simd::register_packed_avx512(DType::Q4_0, k);
     return k;
   }();
+  static const PackedKernels q5 = [] {
+    PackedKernels k;
+    simd::register_packed_avx512(DType::Q5_0, k);
+    return k;
+  }();
   static const PackedKernels q8 = [] {
     PackedKernels k;
     simd::register_packed_avx512(DType::Q8_0, k);
@@ -89,7 +95,11 @@ const PackedKernels* lookup(DType t, bool respect_env) {
     }();
     if (off || best_simd_target() != SimdTarget::kAvx512) return nullptr;
   }
-  const PackedKernels* k = t == DType::Q4_0 ? &q4 : t == DType::Q8_0 ? &q8 : t == DType::Q4_K ? &q4k : nullptr;
+  const PackedKernels* k = t == DType::Q4_0   ? &q4
+                           : t == DType::Q5_0 ? &q5
+                           : t == DType::Q8_0 ? &q8
+                           : t == DType::Q4_K ? &q4k
+                                              : nullptr;
   return k != nullptr && k->gemv != nullptr ? k : nullptr;
 }
 
@@ -103,11 +113,14 @@ const PackedKernels* packed_kernels_avx512(DType t) {
   return nullptr;
 }
 
-bool has_packed_layout(DType t) { return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K; }
+bool has_packed_layout(DType t) {
+  return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q4_K;
+}
 
 size_t packed_panel_bytes(DType t, int64_t cols) {
   if (t == DType::Q4_K) return static_cast<size_t>(cols / kQK_K) * packed::K4Layout::kBlockBytes;
   const size_t nb = static_cast<size_t>(cols / kQK);
+  if (t == DType::Q5_0) return nb * packed::Layout<BlockQ5_0>::kBlockBytes;
   return nb * (t == DType::Q4_0 ? packed::Layout<BlockQ4_0>::kBlockBytes : packed::Layout<BlockQ8_0>::kBlockBytes);
 }
 
@@ -118,6 +131,7 @@ size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
 void pack_panels(DType t, const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols, int64_t p0, int64_t p1,
                  uint8_t* out) {
   if (t == DType::Q4_0) pack_typed<BlockQ4_0>(w, w_stride, rows, cols, p0, p1, out);
+  if (t == DType::Q5_0) pack_typed<BlockQ5_0>(w, w_stride, rows, cols, p0, p1, out);
   if (t == DType::Q8_0) pack_typed<BlockQ8_0>(w, w_stride, rows, cols, p0, p1, out);
   if (t == DType::Q4_K) pack_q4_K(w, w_stride, rows, cols, p0, p1, out);
 }

@@ -163,7 +163,7 @@ TEST_P(PackedTest, FusedDecodeGroupEqualsSeparateCallsBitForBit) {
 }
 
 TEST(PackedLayout, PanelsTakeTheBytesOfTheirRows) {
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
     EXPECT_TRUE(has_packed_layout(t));
     EXPECT_EQ(packed_bytes(t, 64, 640), row_bytes(t, 640) * 64) << dtype_name(t);
     EXPECT_EQ(packed_bytes(t, 65, 640), row_bytes(t, 640) * 80) << dtype_name(t);
@@ -173,7 +173,7 @@ TEST(PackedLayout, PanelsTakeTheBytesOfTheirRows) {
   EXPECT_FALSE(has_packed_layout(DType::Q6_K));
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(DType::Q4_0, DType::Q8_0, DType::Q4_K),
+INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -111,7 +111,7 @@ TEST_P(WeightPackingTest, DecodeEqualsPrefillBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, WeightPackingTest,
-                         ::testing::Values(Case{"llama", DType::Q4_0}, Case{"llama", DType::Q8_0},
+                         ::testing::Values(Case{"llama", DType::Q4_0}, Case{"llama", DType::Q5_0}, Case{"llama", DType::Q8_0},
                                            Case{"llama", DType::Q4_K}, Case{"gemma3", DType::Q8_0}),
                          [](const auto& info) {
                            return info.param.arch + "_" + std::string(dtype_name(info.param.type));
