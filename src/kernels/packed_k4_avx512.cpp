@@ -9,10 +9,9 @@
 // the mins (widened to 16 bits, in pairs) against broadcast pairs of those sums give
 // sum(m * xsum). Then acc += cvt(isum) * (d * dx) and acc -= cvt(msum) * (dmin * dx), in
 // that order in both bodies, so the tile equals the GEMV bit for bit. The tile's prefill
-// runs ~5% below the row-major Q4_K tile on a 1B-shaped model (650 vs 690 tok/s at
+// runs ~4% below the row-major Q4_K tile on a 1B-shaped model (655-670 vs 690 tok/s at
 // pp512), the price of decoding 22% faster from the same bytes; vpmulld per sub-block
-// and token is the likely cost (sharing the nibble loads between sub-blocks 2c and 2c+1
-// did not move it).
+// and token is the likely cost.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -200,9 +199,10 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
                   t == 0 && r0 + kPanelRows < rows);
         t += kN;
       };
-      // Six tokens at most: two partial sums per token for the paired sub-blocks, plus
-      // its sum and accumulator, fill the 32 registers.
-      while (tc - t >= 6) run(std::integral_constant<int, 6>{});
+      // Five tokens at most: two partial sums per token for the paired sub-blocks, plus
+      // its sum and accumulator, and the weight registers fit the 32 registers (six
+      // spilled to the stack: 650 vs 655-670 tok/s at pp512 on the 1B shape).
+      while (tc - t >= 5) run(std::integral_constant<int, 5>{});
       if (tc - t >= 4) run(std::integral_constant<int, 4>{});
       if (tc - t >= 2) run(std::integral_constant<int, 2>{});
       if (tc - t >= 1) run(std::integral_constant<int, 1>{});
