@@ -40,6 +40,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/avx512_common.h"
 #include "kernels/legacy_layout.h"
 #include "kernels/simd_registry.h"
 #include "kernels/tile_buffer.h"
@@ -52,22 +53,8 @@ using legacy::kXBytes;
 using legacy::kXQs;
 using legacy::Layout;
 
-struct alignas(64) Z64 {
-  uint8_t b[64];
-};
-
 inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline uint32_t load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline uint16_t load16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
 inline float half(const uint8_t* p) { return _cvtsh_ss(load16(p)); }
 
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -110,9 +97,8 @@ void quantize_x_q8_0(const float* src, void* dst, int64_t n) {
 
 // ---------------------------------------------------------------- dot (GEMV)
 
-// Word indices for one vpermt2w that spreads the FP16 field at byte kAt of four
-// consecutive kBytes-byte blocks over eight lanes each (lanes 8k..8k+7 = block k). Its
-// first source is the 64 bytes at the group's start, the second the 64 bytes at word
+// The FP16 field at byte kAt of four consecutive kBytes-byte blocks, gathered by one
+// vpermt2w from two 64-byte loads: the group's start and the 64 bytes at word
 // second_words<kBytes>(), both inside the group (4 * kBytes >= 72 bytes).
 struct Idx32 {
   alignas(64) int16_t v[32];
@@ -123,16 +109,7 @@ constexpr int second_words() {
   return 2 * kBytes - 32 < 32 ? 2 * kBytes - 32 : 32;
 }
 
-template <int kBytes, int kAt>
-constexpr Idx32 spread_index() {
-  Idx32 r{};
-  for (int i = 0; i < 32; ++i) {
-    const int p = ((i / 8) * kBytes + kAt) / 2;
-    r.v[i] = static_cast<int16_t>(p < 32 ? p : 32 + p - second_words<kBytes>());
-  }
-  return r;
-}
-
+// Whether the four fields sit inside the two loads.
 template <int kBytes, int kAt>
 constexpr bool spread_ok() {
   for (int k = 0; k < 4; ++k) {
@@ -142,21 +119,7 @@ constexpr bool spread_ok() {
   return kBytes % 2 == 0 && kAt % 2 == 0 && 4 * kBytes >= 64 + 2 * second_words<kBytes>();
 }
 
-template <int kBytes, int kAt>
-inline constexpr Idx32 kSpread = spread_index<kBytes, kAt>();
-
-template <int kBytes, int kAt>
-inline __m512i spread_fp16(const uint8_t* group) {
-  static_assert(spread_ok<kBytes, kAt>());
-  const __m512i lo = _mm512_loadu_si512(group);
-  const __m512i hi = _mm512_loadu_si512(group + 2 * second_words<kBytes>());
-  return _mm512_permutex2var_epi16(lo, _mm512_load_si512(kSpread<kBytes, kAt>.v), hi);
-}
-inline __m512 half_lo(__m512i v) { return _mm512_cvtph_ps(_mm512_castsi512_si256(v)); }
-inline __m512 half_hi(__m512i v) { return _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1)); }
-
-// The FP16 field at byte kAt of four consecutive kBytes-byte blocks as four floats (the
-// first four lanes of spread_fp16's words, converted at 128 bits).
+// Word indices putting the four fields in words 0..3 (and repeating them).
 template <int kBytes, int kAt>
 constexpr Idx32 four_index() {
   Idx32 r{};
@@ -544,7 +507,7 @@ void micro(int64_t nb, const Z64* p, const uint8_t* xq, const float* xd, const f
       const __m512i wq = _mm512_load_si512(p + j);
 #pragma GCC unroll 16
       for (int t = 0; t < kT; ++t)
-        acc[t] = _mm512_dpbusd_epi32(acc[t], _mm512_set1_epi32(static_cast<int>(load32(xq + t * 32 + 4 * j))), wq);
+        acc[t] = _mm512_dpbusd_epi32(acc[t], bcast(xq + t * 32 + 4 * j), wq);
     }
     const __m512 dw = _mm512_load_ps(p + kPanelD);
 #pragma GCC unroll 16
@@ -556,7 +519,7 @@ void micro(int64_t nb, const Z64* p, const uint8_t* xq, const float* xd, const f
       for (int t = 0; t < kT; ++t) accf[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[t]), accf[t]);
     }
   }
-  const __mmask16 mask = valid >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << valid) - 1);
+  const __mmask16 mask = row_mask(valid);
 #pragma GCC unroll 16
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ys, mask, accf[t]);
 }

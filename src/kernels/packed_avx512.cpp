@@ -19,7 +19,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/packed_avx512_common.h"
+#include "kernels/avx512_common.h"
 #include "kernels/packed_layout.h"
 #include "kernels/packed_weights.h"
 #include "kernels/tile_buffer.h"
@@ -29,10 +29,6 @@ namespace pagoda::simd {
 namespace {
 
 using packed::Layout;
-
-struct alignas(64) Z64 {
-  uint8_t b[64];
-};
 
 constexpr int kXBytes = sizeof(BlockQ8_0);
 constexpr int kXQs = offsetof(BlockQ8_0, qs);

@@ -22,7 +22,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/packed_avx512_common.h"
+#include "kernels/avx512_common.h"
 #include "kernels/packed_layout.h"
 #include "kernels/packed_weights.h"
 #include "kernels/tile_buffer.h"

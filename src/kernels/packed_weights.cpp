@@ -108,20 +108,34 @@ const PackedKernels* lookup(DType t, bool respect_env) {
 const PackedKernels* packed_kernels(DType t) { return lookup(t, true); }
 
 const PackedKernels* packed_kernels_avx512(DType t) {
-  for (SimdTarget s : runnable_simd_targets())
-    if (s == SimdTarget::kAvx512) return lookup(t, false);
-  return nullptr;
+  // Looked up on every matmul of a packed matrix: the CPU check is made once.
+  static const bool runs = [] {
+    for (SimdTarget s : runnable_simd_targets())
+      if (s == SimdTarget::kAvx512) return true;
+    return false;
+  }();
+  return runs ? lookup(t, false) : nullptr;
 }
 
-bool has_packed_layout(DType t) {
-  return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q4_K;
+namespace {
+
+// Bytes of one block of a panel (16 rows), or 0 for a format without a packed layout.
+size_t panel_block_bytes(DType t) {
+  switch (t) {
+    case DType::Q4_0: return packed::Layout<BlockQ4_0>::kBlockBytes;
+    case DType::Q5_0: return packed::Layout<BlockQ5_0>::kBlockBytes;
+    case DType::Q8_0: return packed::Layout<BlockQ8_0>::kBlockBytes;
+    case DType::Q4_K: return packed::K4Layout::kBlockBytes;
+    default: return 0;
+  }
 }
+
+}  // namespace
+
+bool has_packed_layout(DType t) { return panel_block_bytes(t) != 0; }
 
 size_t packed_panel_bytes(DType t, int64_t cols) {
-  if (t == DType::Q4_K) return static_cast<size_t>(cols / kQK_K) * packed::K4Layout::kBlockBytes;
-  const size_t nb = static_cast<size_t>(cols / kQK);
-  if (t == DType::Q5_0) return nb * packed::Layout<BlockQ5_0>::kBlockBytes;
-  return nb * (t == DType::Q4_0 ? packed::Layout<BlockQ4_0>::kBlockBytes : packed::Layout<BlockQ8_0>::kBlockBytes);
+  return static_cast<size_t>(cols / dtype_info(t).block_size) * panel_block_bytes(t);
 }
 
 size_t packed_bytes(DType t, int64_t rows, int64_t cols) {

@@ -1,7 +1,7 @@
-// Internal: helpers shared by the packed-panel AVX-512 bodies (packed_avx512.cpp,
-// packed_k4_avx512.cpp). Include only from *_avx512.cpp files: everything here has
-// internal linkage, so each including file gets its own AVX-512 copy and none can be
-// picked by the linker for code that runs on other CPUs.
+// Internal: small helpers shared by the AVX-512 bodies (legacy_avx512.cpp,
+// packed_avx512.cpp, packed_k4_avx512.cpp). Include only from *_avx512.cpp files:
+// everything here has internal linkage, so each including file gets its own AVX-512 copy
+// and none can be picked by the linker for code that runs on other CPUs.
 #pragma once
 
 #include <immintrin.h>
@@ -12,6 +12,11 @@
 
 namespace pagoda::simd {
 namespace {
+
+// One 512-bit register's worth of bytes, for aligned scratch buffers.
+struct alignas(64) Z64 {
+  uint8_t b[64];
+};
 
 inline uint32_t load32(const uint8_t* p) {
   uint32_t v;
