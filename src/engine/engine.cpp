@@ -136,18 +136,38 @@ FinishReason Engine::stop_reason(const Sequence& s) const {
   return FinishReason::kNone;
 }
 
-void Engine::sample_into(Sequence& s, std::span<float> logits, bool shared, StepOutput& out) {
+void Engine::draw_samples() {
+  const int64_t V = model_.config().n_vocab;
+  ThreadPool& pool = model_.pool();
+  if (draw_rows_.size() < static_cast<size_t>(pool.num_threads())) draw_rows_.resize(pool.num_threads());
+  auto draw = [&](int64_t b, int64_t e, int thread) {
+    for (int64_t i = b; i < e; ++i) {
+      Draw& d = draws_[i];
+      std::span<float> row(logits_.data() + d.row * V, static_cast<size_t>(V));
+      if (d.copy) {
+        // The sampler's penalties edit the row in place.
+        std::vector<float>& mine = draw_rows_[thread];
+        mine.assign(row.begin(), row.end());
+        row = mine;
+      }
+      d.token = d.seq->sampler->sample(row, d.seq->tokens);
+    }
+  };
+  // Each sequence draws from its own sampler and RNG, so the split changes no result.
+  // A full-vocabulary scan per row is worth a parallel region once there are a few.
+  const int64_t n = static_cast<int64_t>(draws_.size());
+  if (n >= 2 && n * V >= (int64_t{1} << 16)) pool.parallel_for(n, 1, draw);
+  else draw(0, n, 0);
+}
+
+void Engine::record_sample(const Draw& d, StepOutput& out) {
+  Sequence& s = *d.seq;
+  const int64_t V = model_.config().n_vocab;
+  const std::span<const float> logits(logits_.data() + d.row * V, static_cast<size_t>(V));
   out.request = s.request;
   out.index = s.index;
   if (s.params->return_logits) out.logits.assign(logits.begin(), logits.end());
-  // The sampler's penalties edit the row in place: a row that the samples of a request
-  // share, or whose raw values the logprobs need afterwards, is copied first.
-  std::span<float> row = logits;
-  if (shared || s.params->logprobs >= 0) {
-    row_.assign(logits.begin(), logits.end());
-    row = row_;
-  }
-  const int32_t tok = s.sampler->sample(row, s.tokens);
+  const int32_t tok = d.token;
   if (s.params->logprobs >= 0) {
     out.logprob = static_cast<float>(logits[tok] - log_sum_exp(logits));
     if (s.params->logprobs > 0) out.top_logprobs = top_logprobs(logits, s.params->logprobs);
@@ -185,43 +205,53 @@ Result<std::vector<StepOutput>> Engine::step() {
   PAGODA_TRY(model_.forward(batch_, *storage_, logits_.data()));
   scheduler_->commit(work);
   ++counters_.steps;
-  size_t row = 0;
   const bool static_mode = config_.scheduler.mode == ScheduleMode::kStatic;
-  std::vector<RequestId> done;
+  // Who samples from which row: a request with n > 1 forks its samples on the first one,
+  // all drawing from the prompt's row.
+  draws_.clear();
+  size_t row = 0;
   for (const ScheduledSeq& w : work) {
     Sequence* s = w.seq;
     if (s->num_computed != s->len()) continue;  // a prefill chunk with more to come
-    std::span<float> logits(logits_.data() + row * V, static_cast<size_t>(V));
-    ++row;
     RequestRecord& r = requests_.at(s->request);
-    std::vector<Sequence*>& targets = targets_;
-    targets.assign(1, s);
+    const size_t first = draws_.size();
+    draws_.push_back(Draw{s, row, false, -1});
     if (r.params.n > 1 && !s->forked) {
       const size_t before = r.seqs.size();
       fork(r, *s);
-      for (size_t i = before; i < r.seqs.size(); ++i) targets.push_back(r.seqs[i].get());
+      for (size_t i = before; i < r.seqs.size(); ++i) draws_.push_back(Draw{r.seqs[i].get(), row, false, -1});
     }
-    for (Sequence* t : targets) {
-      StepOutput out;
-      sample_into(*t, logits, targets.size() > 1, out);
-      if (t->padding) {
-        // A finished member of a static batch: computed, never reported.
+    const bool shared = draws_.size() - first > 1;
+    for (size_t i = first; i < draws_.size(); ++i) {
+      const RequestParams& p = *draws_[i].seq->params;
+      draws_[i].copy = shared || p.logprobs >= 0 || p.return_logits;
+    }
+    ++row;
+  }
+  draw_samples();
+  std::vector<RequestId> done;
+  for (const Draw& d : draws_) {
+    Sequence* t = d.seq;
+    RequestRecord& r = requests_.at(t->request);
+    StepOutput out;
+    record_sample(d, out);
+    if (t->padding) {
+      // A finished member of a static batch: computed, never reported.
+      if (t->len() >= max_model_len_) finish_sequence(t);
+      continue;
+    }
+    if (out.finish != FinishReason::kNone) {
+      if (static_mode) {
+        // A fixed-shape batch keeps every row until its last one finishes.
+        t->padding = true;
+        if (--r.live == 0) done.push_back(t->request);
         if (t->len() >= max_model_len_) finish_sequence(t);
-        continue;
+      } else {
+        finish_sequence(t);
+        if (--r.live == 0) done.push_back(t->request);
       }
-      if (out.finish != FinishReason::kNone) {
-        if (static_mode) {
-          // A fixed-shape batch keeps every row until its last one finishes.
-          t->padding = true;
-          if (--r.live == 0) done.push_back(t->request);
-          if (t->len() >= max_model_len_) finish_sequence(t);
-        } else {
-          finish_sequence(t);
-          if (--r.live == 0) done.push_back(t->request);
-        }
-      }
-      outputs.push_back(std::move(out));
     }
+    outputs.push_back(std::move(out));
   }
   if (static_mode) {
     bool all_padding = true;

@@ -87,8 +87,17 @@ class Engine {
     int32_t live = 0;  // sequences not finished
   };
   Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& config);
-  // Samples s's next token from `logits` (one row; left intact when `shared`); fills `out`.
-  void sample_into(Sequence& s, std::span<float> logits, bool shared, StepOutput& out);
+  // One sequence's sample of a step: from logits row `row`, drawn into `token`.
+  struct Draw {
+    Sequence* seq = nullptr;
+    size_t row = 0;
+    bool copy = false;  // sample from a copy: the raw row is shared or still needed
+    int32_t token = -1;
+  };
+  // Draws every pending sample, in parallel across sequences when the rows are wide.
+  void draw_samples();
+  // Appends d's token to its sequence and fills `out` (logprobs from the raw row).
+  void record_sample(const Draw& d, StepOutput& out);
   FinishReason stop_reason(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
   void finish_sequence(Sequence* s);
@@ -105,8 +114,8 @@ class Engine {
   int64_t next_seq_ = 1;
   Batch batch_;
   std::vector<float> logits_;
-  std::vector<float> row_;
-  std::vector<Sequence*> targets_;
+  std::vector<Draw> draws_;
+  std::vector<std::vector<float>> draw_rows_;  // per pool thread: a row to sample from
   std::vector<RequestId> lingering_;  // reported finished, sequences still padding a static batch
   EngineStats counters_;
   Timer clock_;

@@ -55,6 +55,16 @@ struct Attend {
     return base + u.table[j >> u.shift] * u.block_stride + static_cast<int64_t>(j & u.mask) * u.kv_stride;
   }
 
+  // Keys and values stream from memory on every step, 16-row runs from scattered blocks:
+  // the hardware prefetcher loses the stream at each block jump, so the rows kAhead
+  // positions on are requested while the current ones are computed.
+  static constexpr int32_t kAhead = 16;
+  static void prefetch_row(const Unit& u, const uint8_t* base, int32_t j) {
+    const uint8_t* r = row(u, base, j);
+    const int bytes = kI8 ? 4 + u.head_dim : 2 * u.head_dim;
+    for (int off = 0; off < bytes; off += 64) __builtin_prefetch(r + off);
+  }
+
   // ------------------------------------------------------------------ one token (decode)
 
   // Scores of H heads (rows q + h * hd) against keys klo..khi, times scale, into the score
@@ -68,6 +78,7 @@ struct Attend {
     for (int32_t j = klo; j <= khi; j += K) {
       const uint8_t* kr[K];
       for (int kk = 0; kk < K; ++kk) kr[kk] = row(u, u.k, j + kk <= khi ? j + kk : khi);
+      for (int kk = 0; kk < K && j + kAhead + kk <= khi; ++kk) prefetch_row(u, u.k, j + kAhead + kk);
       F acc[L];
       for (int a = 0; a < L; ++a) acc[a] = V::zero();
       for (int c = 0; c < hd; c += L) {
@@ -206,6 +217,8 @@ struct Attend {
     for (int h = 0; h < H; ++h)
       for (int c = 0; c < CW; ++c) acc[h][c] = V::zero();
     for (int32_t j = 0; j < len; ++j) {
+      // Later chunks of the row find it in cache.
+      if (c0 == 0 && j + kAhead < len) prefetch_row(u, u.v, lo + j + kAhead);
       const uint8_t* vr = row(u, u.v, lo + j);
       F vv[CW];
       for (int c = 0; c < CW; ++c) vv[c] = load_row(vr, c0 + c * L);

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "base/fp16.h"
+#include "kernels/dot_kernels.h"
 
 namespace pagoda {
 
@@ -60,6 +60,7 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, int32
   s->block_bytes_ = static_cast<size_t>(shape.block_size) * static_cast<size_t>(shape.row_bytes());
   s->layer_bytes_ = static_cast<size_t>(num_blocks) * s->block_bytes_;
   s->bytes_ = total;
+  s->f16_convert_ = dot_kernels(DType::F16).quantize_x;
   void* p = mmap(nullptr, s->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return error("KV cache: cannot reserve {:.1f} MiB ({}); lower --kv-cache-memory", s->bytes_ / 1048576.0,
@@ -83,8 +84,9 @@ PagedKv KvStorage::layer(int32_t l) const {
 void KvStorage::store_row(uint8_t* dst, const float* x) const {
   const int32_t hd = shape_.head_dim;
   if (shape_.type == KvType::kF16) {
-    uint16_t* h = reinterpret_cast<uint16_t*>(dst);
-    for (int32_t i = 0; i < shape_.kv_dim(); ++i) h[i] = fp32_to_fp16(x[i]);
+    // The F16 activation conversion of the matmul kernels: vcvtps2ph where the CPU has
+    // it, bit for bit fp32_to_fp16 (NaN included).
+    f16_convert_(x, dst, shape_.kv_dim());
     return;
   }
   // Per head: d = max|x| / 127, q = round(x / d), so the largest value is exact.

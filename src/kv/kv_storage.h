@@ -79,6 +79,7 @@ class KvStorage {
   size_t layer_bytes_ = 0;  // num_blocks blocks
   size_t bytes_ = 0;
   uint8_t* base_ = nullptr;
+  void (*f16_convert_)(const float* src, void* dst, int64_t n) = nullptr;
 };
 
 }  // namespace pagoda

@@ -17,9 +17,23 @@ namespace {
 // Prompts are processed in chunks of this many tokens so scratch memory stays bounded.
 constexpr int64_t kMaxChunk = 512;
 
-void add_bias(float* y, const float* b, int64_t n_tokens, int64_t dim) {
-  if (b == nullptr) return;
-  for (int64_t t = 0; t < n_tokens; ++t) add_inplace(y + t * dim, b, dim);
+// A parallel region costs a microsecond or two; below this many floats per pass (a decode
+// of a few sequences) the token-wise work runs on the calling thread instead.
+constexpr int64_t kMinParallelFloats = 8192;
+
+// fn(t) for every token t < n. The token-wise passes between the matrix multiplications
+// (norms, residual adds, RoPE, KV stores, activations) are independent per token, so they
+// split across the pool like the multiplications do; run serially they left the other
+// threads spinning for ~10% of a batched step. `width`: floats a token's pass touches.
+template <class F>
+void for_each_token(ThreadPool& pool, int64_t n, int64_t width, const F& fn) {
+  if (n < 2 || n * width < kMinParallelFloats) {
+    for (int64_t t = 0; t < n; ++t) fn(t);
+    return;
+  }
+  pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) fn(t);
+  });
 }
 
 }  // namespace
@@ -127,43 +141,46 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
   for (const BatchSeq& s : seqs) n += s.n_tokens;
   ensure_scratch(n);
   pos_.resize(static_cast<size_t>(n));
+  tables_.resize(static_cast<size_t>(n));
   attn_seqs_.resize(seqs.size());
   {
     int64_t t = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
       attn_seqs_[i] = AttnSeq{t, seqs[i].n_tokens, seqs[i].pos0, seqs[i].blocks.data()};
-      for (int32_t j = 0; j < seqs[i].n_tokens; ++j) pos_[t++] = seqs[i].pos0 + j;
+      for (int32_t j = 0; j < seqs[i].n_tokens; ++j, ++t) {
+        pos_[t] = seqs[i].pos0 + j;
+        tables_[t] = seqs[i].blocks.data();
+      }
     }
   }
   const int32_t shift = kv.block_shift();
   const int32_t mask = kv.shape().block_size - 1;
   const int64_t E = c.n_embd;
-  for (int64_t t = 0; t < n; ++t) {
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
+  for_each_token(pool, n, E, [&](int64_t t) {
     dequantize_weight_row(weights_.tok_embd, tokens[t], &x_[t * E]);
     if (c.embed_scale != 1.0f) scale_inplace(&x_[t * E], c.embed_scale, E);
-  }
+    rms_norm(&x_[t * E], weights_.layers[0].attn_norm, E, c.rms_eps, &xn_[t * E]);
+  });
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = weights_.layers[l];
     const bool local = c.layer_is_local[l];
     const RopeParams& rope = local ? c.rope_local : c.rope;
-    // Attention.
-    for (int64_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.attn_norm, E, c.rms_eps, &xn_[t * E]);
+    // Attention; xn_ holds this layer's attention-normed input.
     if (observer_) observer_(l, LinearInput::kAttention, xn_.data(), n, E);
     {
       const WeightView* ws[] = {&L.wq, &L.wk, &L.wv};
       float* ys[] = {q_.data(), k_.data(), v_.data()};
       matmul_shared_input(ws, xn_.data(), n, ys, pool);
     }
-    add_bias(q_.data(), L.bq, n, c.q_dim());
-    add_bias(k_.data(), L.bk, n, c.kv_dim());
-    add_bias(v_.data(), L.bv, n, c.kv_dim());
     // Each token's keys and values go to its slot through its sequence's block table.
-    const BlockId* table = nullptr;
-    size_t seq = 0;
-    for (int64_t t = 0; t < n; ++t) {
-      while (seq < attn_seqs_.size() && attn_seqs_[seq].q_offset <= t) table = attn_seqs_[seq++].block_table;
-      float* qt = &q_[t * c.q_dim()];
-      float* kt = &k_[t * c.kv_dim()];
+    for_each_token(pool, n, qd + 2 * kvd, [&](int64_t t) {
+      float* qt = &q_[t * qd];
+      float* kt = &k_[t * kvd];
+      float* vt = &v_[t * kvd];
+      if (L.bq != nullptr) add_inplace(qt, L.bq, qd);
+      if (L.bk != nullptr) add_inplace(kt, L.bk, kvd);
+      if (L.bv != nullptr) add_inplace(vt, L.bv, kvd);
       if (L.q_norm != nullptr) {
         for (int32_t h = 0; h < c.n_head; ++h) rms_norm(qt + h * c.head_dim, L.q_norm, c.head_dim, c.rms_eps, qt + h * c.head_dim);
         for (int32_t h = 0; h < c.n_head_kv; ++h)
@@ -172,8 +189,8 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
       const int32_t pos = pos_[t];
       rope_apply(qt, c.n_head, c.head_dim, pos, rope);
       rope_apply(kt, c.n_head_kv, c.head_dim, pos, rope);
-      kv.store(l, table[pos >> shift], pos & mask, kt, &v_[t * c.kv_dim()]);
-    }
+      kv.store(l, tables_[t][pos >> shift], pos & mask, kt, vt);
+    });
     AttentionParams ap;
     ap.n_heads = c.n_head;
     ap.n_kv_heads = c.n_head_kv;
@@ -181,26 +198,36 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
     ap.scale = c.attn_scale;
     ap.window = local ? c.sliding_window : 0;
     attention_paged(q_.data(), attn_seqs_, kv.layer(l), ap, att_.data(), pool);
-    if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, c.q_dim());
+    if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd);
     matmul(L.wo, att_.data(), n, proj_.data(), pool);
-    if (L.post_attn_norm != nullptr)
-      for (int64_t t = 0; t < n; ++t) rms_norm(&proj_[t * E], L.post_attn_norm, E, c.rms_eps, &proj_[t * E]);
-    add_inplace(x_.data(), proj_.data(), n * E);
+    for_each_token(pool, n, E, [&](int64_t t) {
+      float* p = &proj_[t * E];
+      if (L.post_attn_norm != nullptr) rms_norm(p, L.post_attn_norm, E, c.rms_eps, p);
+      add_inplace(&x_[t * E], p, E);
+      rms_norm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
+    });
     // Feed-forward.
-    for (int64_t t = 0; t < n; ++t) rms_norm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
     if (observer_) observer_(l, LinearInput::kFfn, xn_.data(), n, E);
     {
       const WeightView* ws[] = {&L.gate, &L.up};
       float* ys[] = {gate_.data(), up_.data()};
       matmul_shared_input(ws, xn_.data(), n, ys, pool);
     }
-    if (c.act == FfnActivation::kGeluTanh) geglu(gate_.data(), up_.data(), n * c.n_ff);
-    else swiglu(gate_.data(), up_.data(), n * c.n_ff);
-    if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, c.n_ff);
+    const int64_t F = c.n_ff;
+    for_each_token(pool, n, F, [&](int64_t t) {
+      if (c.act == FfnActivation::kGeluTanh) geglu(&gate_[t * F], &up_[t * F], F);
+      else swiglu(&gate_[t * F], &up_[t * F], F);
+    });
+    if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, F);
     matmul(L.down, gate_.data(), n, proj_.data(), pool);
-    if (L.post_ffw_norm != nullptr)
-      for (int64_t t = 0; t < n; ++t) rms_norm(&proj_[t * E], L.post_ffw_norm, E, c.rms_eps, &proj_[t * E]);
-    add_inplace(x_.data(), proj_.data(), n * E);
+    // The residual add, and the next layer's attention norm while the row is in cache.
+    const float* next_norm = l + 1 < c.n_layer ? weights_.layers[l + 1].attn_norm : nullptr;
+    for_each_token(pool, n, E, [&](int64_t t) {
+      float* p = &proj_[t * E];
+      if (L.post_ffw_norm != nullptr) rms_norm(p, L.post_ffw_norm, E, c.rms_eps, p);
+      add_inplace(&x_[t * E], p, E);
+      if (next_norm != nullptr) rms_norm(&x_[t * E], next_norm, E, c.rms_eps, &xn_[t * E]);
+    });
   }
   if (logits == nullptr) return;
   // The rows that produce logits, normalized into consecutive rows of xn_.

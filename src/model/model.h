@@ -43,6 +43,7 @@ class Model {
   static Result<std::unique_ptr<Model>> load(const GgufFile& file, ThreadPool& pool, bool repack = true);
 
   const ModelConfig& config() const { return config_; }
+  ThreadPool& pool() const { return *pool_; }
   const ModelWeights& weights() const { return weights_; }
   KvCache make_cache(int32_t n_ctx) const { return KvCache(config_.n_layer, n_ctx, config_.n_head_kv, config_.head_dim); }
   size_t weight_bytes() const { return weight_bytes_; }
@@ -80,6 +81,7 @@ class Model {
   int64_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<int32_t> pos_;
+  std::vector<const BlockId*> tables_;  // each token's block table
   std::vector<AttnSeq> attn_seqs_;
   std::vector<BatchSeq> pieces_;
   ActivationObserver observer_;

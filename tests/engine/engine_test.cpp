@@ -230,6 +230,47 @@ TEST(Engine, SeededSamplesEqualSingleRequestsWithConsecutiveSeeds) {
   EXPECT_NE((got[{id, 0}]), (got[{id, 1}])) << "different seeds should give different samples";
 }
 
+// With a real vocabulary a step's samples are drawn in parallel across sequences; each
+// draws from its own sampler, so a batch of seeded, forked and logprob-reporting requests
+// gets exactly the tokens each request draws alone (one row, drawn inline).
+TEST(Engine, SampledRequestsDrawInABatchWhatTheyDrawAlone) {
+  if (!exact_batching() && packed_kernels(DType::Q8_0) == nullptr)
+    GTEST_SKIP() << "needs exact batching: the scalar target or repacked Q8_0 (AVX-512 VNNI)";
+  ThreadPool pool(2);
+  RandomModelSpec spec;
+  spec.type = DType::Q8_0;
+  spec.vocab = 8192;  // 16 rows of 8192 logits: enough to sample in parallel
+  auto m = load_tiny(pool, "engine_parallel_sampling", spec);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<RequestParams> params;
+  for (int i = 0; i < 16; ++i) {
+    std::vector<int32_t> p;
+    for (int k = 0; k < 5 + i; ++k) p.push_back(3 + (i * 131 + k * 17) % 8000);
+    prompts.push_back(p);
+    RequestParams r;
+    r.sampling.temperature = 0.9f;
+    r.sampling.seed = 100 + static_cast<uint64_t>(i);
+    r.max_tokens = 12;
+    r.ignore_eos = true;
+    if (i % 4 == 1) r.logprobs = 2;
+    if (i % 5 == 2) r.n = 2;  // forks on its first sample; sample k draws with seed + k
+    params.push_back(r);
+  }
+  auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
+  ASSERT_TRUE(e.is_ok());
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) ids.push_back(*(*e)->add_request(prompts[i], params[i]));
+  Outputs got = drain(**e);
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int32_t k = 0; k < params[i].n; ++k) {
+      RequestParams one = params[i];
+      one.n = 1;
+      one.sampling.seed += static_cast<uint64_t>(k);
+      EXPECT_EQ((got[{ids[i], k}]), run_alone(*m.model, m.tok.get(), prompts[i], one)) << "request " << i << " sample " << k;
+    }
+  EXPECT_NE((got[{ids[0], 0}]), (got[{ids[1], 0}]));
+}
+
 TEST(Engine, CachedPrefixIsReusedAndChangesNothing) {
   REQUIRE_EXACT_BATCHING();
   ThreadPool pool(2);

@@ -61,6 +61,28 @@ TEST_P(ForwardTest, IncrementalDecodeMatchesBatchedPrefill) {
   }
 }
 
+// The token-wise passes between the matrix multiplications split across the pool once a
+// batch is wide enough; every token is computed by the same code wherever it lands, so
+// the logits of a long prompt are the same bits on one thread and on three.
+TEST_P(ForwardTest, LogitsAreTheSameBitsOnAnyNumberOfThreads) {
+  const std::string path = tiny_model(GetParam(), DType::F32);
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  std::vector<int32_t> prompt;
+  for (int32_t i = 0; i < 300; ++i) prompt.push_back(1 + (i * 37) % 500);
+  std::vector<std::vector<float>> logits;
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    auto model = Model::load(*file, pool);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    KvCache kv = (*model)->make_cache(512);
+    logits.emplace_back(prompt.size() * (*model)->config().n_vocab);
+    ASSERT_TRUE((*model)->forward(prompt, 0, kv, logits.back().data(), true).is_ok());
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  for (size_t i = 0; i < logits[0].size(); ++i) ASSERT_EQ(logits[0][i], logits[1][i]) << "logit " << i;
+}
+
 TEST_P(ForwardTest, RejectsTokensOutsideVocabularyAndContextOverflow) {
   const std::string path = tiny_model(GetParam(), DType::F32);
   auto file = GgufFile::open(path);
