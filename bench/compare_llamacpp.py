@@ -24,7 +24,8 @@ hits both alike:
   llama.cpp  llama-bench -m M -p P -n N -t T -r 1 -o json     (scripts/build_llamacpp)
   Pagoda     <build>/bin/pagoda bench -m M -p P -n N -r 1 -t T --json
 Both do one untimed warm-up per test, then one timed repetition; pp = one forward pass of
-P tokens from an empty cache, tg = N single-token steps from an empty cache. The table
+P tokens from an empty cache, tg = N single-token steps from an empty cache (with -d D,
+both engines get -d D: the cache first holds D tokens of context, untimed). The table
 quotes the median over the rounds per engine and test.
 
 Roofline (decode): read bandwidth B is measured by bench/bandwidth.cc (compiled by this
@@ -35,9 +36,9 @@ a row's ceiling uses the median of its rounds' values, because on a shared machi
 bandwidth moves by tens of percent within minutes (--bw-once: the start's value only). Bytes of weights read per generated token W = every tensor of the
 file except token_embd.weight, which is only gathered one row per token, unless there is
 no output.weight (tied embeddings: then token_embd is the output matrix and read in
-full every token). Ceiling = B / W tokens/s; each engine's tg is quoted as % of it. The
-KV cache read per token (about (N+1)/2 positions on average) is left out of W; it is
-under 1% of W for every row here and is recorded in the JSON (kv_bytes_per_token_avg).
+full every token), plus the FP16 KV cache read per token (about D + (N+1)/2 positions on
+average; under 1% of W for every row here at D = 0, recorded in the JSON as
+kv_bytes_per_token_avg). Ceiling = B / W tokens/s; each engine's tg is quoted as % of it.
 
 Columns:
   llama.cpp, pagoda   median tokens/s over the rounds
@@ -279,12 +280,12 @@ def make_model(spec: RowSpec, build: Path, regen: bool, gen_threads: int) -> Pat
     return dest
 
 
-def weight_bytes(path: Path, n_gen: int) -> dict:
+def weight_bytes(path: Path, n_gen: int, depth: int = 0) -> dict:
     """Bytes of weights read per generated token, from the tensor table (gguf package).
     Cached beside the generated models, keyed by path, size and mtime: GGUFReader parses
     every metadata array and takes ~10 s on Gemma's 262k-entry vocabulary."""
     st = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{n_gen}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{n_gen}|{depth}".encode()).hexdigest()[:16]
     cache = MODEL_CACHE / ".sizes" / f"{key}.json"
     try:
         return json.loads(cache.read_text())
@@ -317,8 +318,9 @@ def weight_bytes(path: Path, n_gen: int) -> dict:
         kv_row = sum(n * (k_len + v_len) for n in n_kv)
     else:
         kv_row = n_layer * n_kv * (k_len + v_len)
-    # F16 cache; a tg run of n tokens reads on average (n + 1) / 2 positions per token.
-    kv_avg = int(kv_row * 2 * (n_gen + 1) / 2)
+    # F16 cache; a tg run of n tokens after d tokens of context reads on average
+    # d + (n + 1) / 2 positions per token.
+    kv_avg = int(kv_row * 2 * (depth + (n_gen + 1) / 2))
     out = {"tensor_bytes": total, "token_embd_bytes": embd, "tied_embeddings": tied,
            "weight_bytes_per_token": per_token, "bytes_by_type": by_type, "arch": arch,
            "n_layer": n_layer, "n_head_kv": n_kv, "kv_bytes_per_token_avg": kv_avg,
@@ -380,6 +382,7 @@ def parse_json_array(text: str) -> list:
 
 def run_llamacpp(bindir: Path, model: Path, a, timeout: float) -> tuple[dict, dict]:
     cmd = [str(bindir / "llama-bench"), "-m", str(model), "-p", str(a.n_prompt), "-n", str(a.n_gen),
+           *(["-d", str(a.depth)] if a.depth else []),
            "-t", str(a.threads), "-r", "1", "-o", "json", *shlex.split(a.llamacpp_args)]
     rec = run_cmd(cmd, timeout)
     if rec["rc"] != 0:
@@ -390,6 +393,8 @@ def run_llamacpp(bindir: Path, model: Path, a, timeout: float) -> tuple[dict, di
         for e in parse_json_array(rec["_stdout"]):
             n_p, n_g = int(e.get("n_prompt", 0)), int(e.get("n_gen", 0))
             name = f"pp{n_p}" if n_g == 0 else (f"tg{n_g}" if n_p == 0 else f"pp{n_p}+tg{n_g}")
+            if int(e.get("n_depth", 0) or 0) > 0:
+                name += f" @ d{int(e['n_depth'])}"  # pagoda bench's name for the same test
             samples = e.get("samples_ts") or [e["avg_ts"]]
             tps[name] = float(statistics.median(samples))
         rec["parsed"] = parse_json_array(rec["_stdout"])
@@ -418,8 +423,9 @@ def snapshot_pagoda(build: Path) -> tuple[Path, str]:
 
 
 def run_pagoda(pagoda: Path, model: Path, a, timeout: float) -> tuple[dict, dict]:
-    cmd = [str(pagoda), "bench", "-m", str(model), "-p", str(a.n_prompt),
-           "-n", str(a.n_gen), "-r", "1", "-t", str(a.threads), "--json", *shlex.split(a.pagoda_args)]
+    cmd = [str(pagoda), "bench", "-m", str(model), "-p", str(a.n_prompt), "-n", str(a.n_gen),
+           *(["-d", str(a.depth)] if a.depth else []),
+           "-r", "1", "-t", str(a.threads), "--json", *shlex.split(a.pagoda_args)]
     rec = run_cmd(cmd, timeout)
     if rec["rc"] != 0:
         raise RunFailed(f"pagoda bench exit {rec['rc']}{' (timeout)' if rec['timed_out'] else ''}: "
@@ -521,7 +527,8 @@ def summarize_row(row: dict, tests: list[str], bw_gbps: float | None) -> None:
             bw_gbps = statistics.median(row["bandwidth_gbps"])
             s["bandwidth_gbps"] = bw_gbps
         if test.startswith("tg") and bw_gbps and row.get("weights"):
-            ceil = bw_gbps * 1e9 / row["weights"]["weight_bytes_per_token"]
+            w = row["weights"]
+            ceil = bw_gbps * 1e9 / (w["weight_bytes_per_token"] + w["kv_bytes_per_token_avg"])
             s["ceiling_tps"] = ceil
             s["llamacpp_pct_ceiling"] = l / ceil * 100 if l else None
             s["pagoda_pct_ceiling"] = p / ceil * 100 if p else None
@@ -636,6 +643,8 @@ def main() -> int:
     ap.add_argument("--threads", "-t", type=int, default=2)
     ap.add_argument("-p", "--n-prompt", type=int, default=512)
     ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("-d", "--depth", type=int, default=0,
+                    help="tokens of context in the cache before each test (llama-bench -d; default 0)")
     ap.add_argument("--llamacpp-bin", type=Path, help="llama.cpp bin dir (default: scripts/build_llamacpp's)")
     ap.add_argument("--json-out", type=Path, help="default: $PAGODA_CACHE/bench-results/compare-<time>.json")
     ap.add_argument("--md-out", type=Path, help="also write the markdown table here")
@@ -665,9 +674,10 @@ def main() -> int:
             print(f"{name:12} {'(all) ' if name in ALL_ROWS else '      '}{r.qtype or 'Q4_K_M':5} "
                   f"{r.shape or r.note}  -> {where}")
         return 0
-    if a.rounds < 1 or a.threads < 1 or a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0:
-        ap.error("need --rounds >= 1, --threads >= 1, -p/-n >= 0 and not both 0")
-    tests = ([f"pp{a.n_prompt}"] if a.n_prompt else []) + ([f"tg{a.n_gen}"] if a.n_gen else [])
+    if a.rounds < 1 or a.threads < 1 or a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0 or a.depth < 0:
+        ap.error("need --rounds >= 1, --threads >= 1, -p/-n/-d >= 0 and -p/-n not both 0")
+    at = f" @ d{a.depth}" if a.depth else ""
+    tests = ([f"pp{a.n_prompt}{at}"] if a.n_prompt else []) + ([f"tg{a.n_gen}{at}"] if a.n_gen else [])
 
     try:
         rows = parse_rows(a.rows, a.model)
@@ -729,7 +739,7 @@ def main() -> int:
             row: dict[str, Any] = {"name": r.name, "model": str(model), "runs": [], "errors": []}
             doc["rows"].append(row)
             try:
-                row["weights"] = weight_bytes(model, a.n_gen)
+                row["weights"] = weight_bytes(model, a.n_gen, a.depth)
             except Exception as e:  # noqa: BLE001  (no roofline for this row, still time it)
                 row["errors"].append(f"weight sizes: {e}")
                 log(f"{r.name}: cannot read tensor sizes: {e}")

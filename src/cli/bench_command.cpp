@@ -1,9 +1,13 @@
-// `pagoda bench -m MODEL [-p 512] [-n 128] [-r 5]`: prompt-processing and generation speed
-// measured the way llama-bench measures them, so the two tables line up, through the
+// `pagoda bench -m MODEL [-p 512] [-n 128] [-d 0] [-r 5]`: prompt-processing and generation
+// speed measured the way llama-bench measures them, so the two tables line up, through the
 // engine every user goes through: pp = one request of p random tokens, prefilled in one
 // step from an empty cache; tg = n decode steps of one request (greedy sampling included,
-// which llama-bench leaves out: an argmax, ~1% of a step). One warm-up run, then r timed
-// repetitions; mean, median and standard deviation in tokens per second.
+// which llama-bench leaves out: an argmax, ~1% of a step). With a depth d (llama-bench's
+// -d) the cache first holds d tokens of context, untimed: tg decodes after a d-token
+// prompt, and pp's request shares its first d tokens with an earlier request, found in the
+// prefix cache (d rounded down to whole KV blocks of 16; the rest is computed with the p).
+// One warm-up run, then r timed repetitions; mean, median and standard deviation in tokens
+// per second.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,6 +32,7 @@ struct BenchArgs {
   std::string model;
   int32_t n_prompt = 512;
   int32_t n_gen = 128;
+  int32_t depth = 0;
   int32_t reps = 5;
   int32_t threads = 0;
   bool json = false;
@@ -68,11 +73,13 @@ int run_bench() {
   }
   Model& m = *loaded->model;
   const int32_t n_vocab = m.config().n_vocab;
-  const int32_t ctx = std::max(g_args.n_prompt, g_args.n_gen) + 2;
+  const int32_t depth = g_args.depth;
+  const int32_t ctx = depth + std::max(g_args.n_prompt, g_args.n_gen) + 2;
   EngineConfig ec;
   ec.max_model_len = ctx;
   ec.scheduler.max_num_seqs = 1;
-  ec.scheduler.max_num_batched_tokens = std::max(1, g_args.n_prompt);
+  // pp's tokens (after a cached depth) and a depth prompt each go in one step.
+  ec.scheduler.max_num_batched_tokens = std::max({1, g_args.n_prompt, depth});
   auto engine_r = Engine::create(m, nullptr, ec);
   if (!engine_r) {
     fmt::print(stderr, "error: {}\n", engine_r.status().message());
@@ -89,21 +96,31 @@ int run_bench() {
     if (!r) throw std::runtime_error(r.status().message());
   };
 
-  auto time_pp = [&]() -> double {
-    std::vector<int32_t> ids(g_args.n_prompt);
+  auto random_tokens = [&](int32_t n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
     for (auto& id : ids) id = tok(rng);
-    params.max_tokens = 1;
-    Timer t;
-    auto id = engine.add_request(ids, params);
+    return ids;
+  };
+  auto run_to_end = [&](const std::vector<int32_t>& prompt) {
+    auto id = engine.add_request(prompt, params);
     if (!id) throw std::runtime_error(id.status().message());
     while (engine.has_work()) step();
+  };
+  auto time_pp = [&]() -> double {
+    std::vector<int32_t> ids = random_tokens(depth);
+    params.max_tokens = 1;
+    if (depth > 0) run_to_end(ids);  // leaves the context's blocks in the prefix cache
+    const std::vector<int32_t> more = random_tokens(g_args.n_prompt);
+    ids.insert(ids.end(), more.begin(), more.end());
+    Timer t;
+    run_to_end(ids);
     return g_args.n_prompt / t.seconds();
   };
   auto time_tg = [&]() -> double {
     params.max_tokens = g_args.n_gen + 1;
-    auto id = engine.add_request({tok(rng)}, params);
+    auto id = engine.add_request(random_tokens(std::max(1, depth)), params);
     if (!id) throw std::runtime_error(id.status().message());
-    step();  // the one-token prompt
+    step();  // the prompt, giving the first token
     Timer t;
     while (engine.has_work()) step();
     return g_args.n_gen / t.seconds();
@@ -115,13 +132,13 @@ int run_bench() {
     std::vector<double> runs;
     for (int32_t r = 0; r < g_args.reps; ++r) runs.push_back(fn());
     const Summary s = summarize(runs);
-    const std::string name = fmt::format("{}{}", test, n);
+    const std::string name = depth > 0 ? fmt::format("{}{} @ d{}", test, n, depth) : fmt::format("{}{}", test, n);
     if (g_args.json) {
-      out.push_back({{"model", g_args.model}, {"test", name}, {"threads", pool.num_threads()},
+      out.push_back({{"model", g_args.model}, {"test", name}, {"n_depth", depth}, {"threads", pool.num_threads()},
                      {"tokens_per_second_median", s.median}, {"tokens_per_second_mean", s.mean},
                      {"tokens_per_second_stdev", s.stdev}, {"runs", runs}});
     } else {
-      fmt::print("| {:<40} | {:>6.0f} MiB | {:>7} | {:>7} | {:>10.2f} ± {:>6.2f} | {:>10.2f} |\n",
+      fmt::print("| {:<40} | {:>6.0f} MiB | {:>7} | {:>13} | {:>10.2f} ± {:>6.2f} | {:>10.2f} |\n",
                  m.config().arch_name, m.weight_bytes() / 1048576.0, pool.num_threads(), name, s.mean, s.stdev,
                  s.median);
     }
@@ -130,7 +147,7 @@ int run_bench() {
     if (!g_args.json) {
       fmt::print("pagoda bench: {} | simd {} | cpu {}\n", g_args.model, simd_target_name(best_simd_target()),
                  cpu_features_string());
-      fmt::print("| {:<40} | {:>10} | {:>7} | {:>7} | {:>19} | {:>10} |\n", "model", "size", "threads", "test",
+      fmt::print("| {:<40} | {:>10} | {:>7} | {:>13} | {:>19} | {:>10} |\n", "model", "size", "threads", "test",
                  "t/s (mean ± sd)", "median");
     }
     report("pp", g_args.n_prompt, time_pp);
@@ -155,6 +172,8 @@ Subcommand add_bench_command(CLI::App& app) {
   sub->require_subcommand(0, 1);
   sub->add_option("-p,--n-prompt", g_args.n_prompt, "Prompt tokens for the pp test (0: skip)");
   sub->add_option("-n,--n-gen", g_args.n_gen, "Generated tokens for the tg test (0: skip)");
+  sub->add_option("-d,--n-depth", g_args.depth, "Tokens of context already in the cache before each test (llama-bench's -d)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("-r,--repetitions", g_args.reps, "Timed repetitions per test")->check(CLI::PositiveNumber);
   sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
   sub->add_flag("--json", g_args.json, "Print JSON (one object per test, with every run)");

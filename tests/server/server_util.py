@@ -8,6 +8,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import tempfile
 import time
 
 import httpx
@@ -28,7 +29,9 @@ def gen_tiny_model(pagoda_bin, path: pathlib.Path, arch: str = "llama") -> pathl
 
 class Server:
     def __init__(self, pagoda_bin, model: pathlib.Path, *extra: str):
-        self.log = open(model.parent / f"serve-{os.getpid()}-{time.time_ns()}.log", "w+b")
+        # An unnamed file: the server's output is read back here and gone when the test ends
+        # (a named one next to the model piled up in the user's model cache).
+        self.log = tempfile.TemporaryFile(mode="w+b")
         self.proc = subprocess.Popen([str(pagoda_bin("pagoda")), "serve", "-m", str(model), "--port", "0", "-t", "2",
                                       *extra], stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
