@@ -285,7 +285,7 @@ def weight_bytes(path: Path, n_gen: int, depth: int = 0) -> dict:
     Cached beside the generated models, keyed by path, size and mtime: GGUFReader parses
     every metadata array and takes ~10 s on Gemma's 262k-entry vocabulary."""
     st = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{n_gen}|{depth}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{n_gen}|{depth}|swa".encode()).hexdigest()[:16]
     cache = MODEL_CACHE / ".sizes" / f"{key}.json"
     try:
         return json.loads(cache.read_text())
@@ -314,13 +314,17 @@ def weight_bytes(path: Path, n_gen: int, depth: int = 0) -> dict:
     n_embd = meta(f"{arch}.embedding_length", 0) or 0
     k_len = meta(f"{arch}.attention.key_length", (n_embd // n_head) if n_head else 0) or 0
     v_len = meta(f"{arch}.attention.value_length", k_len) or k_len
-    if isinstance(n_kv, list):  # per-layer KV head counts
-        kv_row = sum(n * (k_len + v_len) for n in n_kv)
-    else:
-        kv_row = n_layer * n_kv * (k_len + v_len)
+    kv_heads = n_kv if isinstance(n_kv, list) else [n_kv] * n_layer  # per-layer KV head counts
     # F16 cache; a tg run of n tokens after d tokens of context reads on average
-    # d + (n + 1) / 2 positions per token.
-    kv_avg = int(kv_row * 2 * (depth + (n_gen + 1) / 2))
+    # d + (n + 1) / 2 positions per token, except in sliding-window layers (Gemma 3: five
+    # of every six), which read at most the window.
+    window = meta(f"{arch}.attention.sliding_window", 0) or 0
+    seen = depth + (n_gen + 1) / 2
+    kv_avg = 0
+    for il, n in enumerate(kv_heads):
+        local = arch == "gemma3" and window > 0 and il % 6 < 5
+        kv_avg += n * (k_len + v_len) * 2 * (min(window, seen) if local else seen)
+    kv_avg = int(kv_avg)
     out = {"tensor_bytes": total, "token_embd_bytes": embd, "tied_embeddings": tied,
            "weight_bytes_per_token": per_token, "bytes_by_type": by_type, "arch": arch,
            "n_layer": n_layer, "n_head_kv": n_kv, "kv_bytes_per_token_avg": kv_avg,

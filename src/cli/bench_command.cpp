@@ -5,7 +5,8 @@
 // which llama-bench leaves out: an argmax, ~1% of a step). With a depth d (llama-bench's
 // -d) the cache first holds d tokens of context, untimed: tg decodes after a d-token
 // prompt, and pp's request shares its first d tokens with an earlier request, found in the
-// prefix cache (d rounded down to whole KV blocks of 16; the rest is computed with the p).
+// prefix cache (d rounded down to whole KV blocks of 16: the rest is computed with the p,
+// in the timed step, and pp's t/s is still p over that step's time).
 // One warm-up run, then r timed repetitions; mean, median and standard deviation in tokens
 // per second.
 #include <CLI/CLI.hpp>
@@ -78,8 +79,10 @@ int run_bench() {
   EngineConfig ec;
   ec.max_model_len = ctx;
   ec.scheduler.max_num_seqs = 1;
-  // pp's tokens (after a cached depth) and a depth prompt each go in one step.
-  ec.scheduler.max_num_batched_tokens = std::max({1, g_args.n_prompt, depth});
+  // One step for pp's tokens and for a depth prompt, even when the depth is not a whole
+  // number of blocks (its last partial block is recomputed with the p tokens) or its
+  // cached blocks were evicted.
+  ec.scheduler.max_num_batched_tokens = std::max(1, depth + g_args.n_prompt);
   auto engine_r = Engine::create(m, nullptr, ec);
   if (!engine_r) {
     fmt::print(stderr, "error: {}\n", engine_r.status().message());

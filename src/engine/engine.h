@@ -3,7 +3,8 @@
 // token budget (scheduler.h), runs it as one batched forward pass, samples one token for
 // every sequence whose pending tokens all ran, and reports them. abort() drops a request
 // and frees its memory. Single-threaded: one thread owns the engine (the server runs it in
-// its own loop and talks to it through a queue).
+// its own loop and talks to it through a queue); step() spreads its work, the samples
+// included, over the model's thread pool from that thread.
 //
 // Memory: the KV pool is sized once, from kv_cache_bytes (or, when 0, enough for
 // max_num_seqs full contexts but at most a quarter of the machine's available memory).

@@ -57,7 +57,8 @@ struct Attend {
 
   // Keys and values stream from memory on every step, 16-row runs from scattered blocks:
   // the hardware prefetcher loses the stream at each block jump, so the rows kAhead
-  // positions on are requested while the current ones are computed.
+  // positions on are requested while the current ones are computed (within one call: the
+  // first kAhead rows of a call or a tile go unprefetched).
   static constexpr int32_t kAhead = 16;
   static void prefetch_row(const Unit& u, const uint8_t* base, int32_t j) {
     const uint8_t* r = row(u, base, j);
