@@ -160,7 +160,14 @@ void Scheduler::schedule_continuous() {
     s->num_computed = cached;
     if (s->output_len() == 0) s->cached_prompt_tokens = cached;
     const int32_t want = std::min(s->len() - s->num_computed, budget);
-    if (!reserve(s, s->num_computed + want)) {
+    // Headroom: admit only if afterwards every running sequence, this one included, could
+    // still get its next block. Admitting into the last free blocks makes the next steps'
+    // growth preempt someone and recompute it (Gemma 3 270M, 128 requests in 180 MiB of KV:
+    // 30 preemptions cost 7% of the run; with the headroom none happen).
+    const int32_t bs = pool_.block_size();
+    const int32_t fresh = (s->num_computed + want + bs - 1) / bs - static_cast<int32_t>(s->blocks.size());
+    const bool room = running_.empty() || pool_.num_free() - fresh > static_cast<int32_t>(running_.size());
+    if (!room || !reserve(s, s->num_computed + want)) {
       release(s);  // waits for memory, cached blocks back to the free queue
       break;
     }

@@ -2,7 +2,8 @@
 // style of vLLM v1: every running sequence needs some tokens computed (1 for a decode,
 // a chunk for a prompt still being prefilled); running sequences are served first, then
 // waiting ones are admitted while the step's token budget (max_num_batched_tokens), the
-// sequence limit (max_num_seqs) and the free KV blocks allow. A long prompt is cut into
+// sequence limit (max_num_seqs) and the free KV blocks allow, keeping a free block for
+// every running sequence's growth. A long prompt is cut into
 // chunks (chunked prefill), so decodes never stall behind it.
 //
 // Out of blocks, the scheduler preempts by recompute: the lowest-priority running

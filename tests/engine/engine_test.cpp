@@ -34,7 +34,10 @@ struct Workload {
   std::vector<int32_t> max_tokens;
 };
 
-// Mixed lengths; a third of the prompts start with the same 40 tokens.
+// Mixed lengths; a third of the prompts start with the same 40 tokens, and one request in
+// eight generates 100 tokens more, growing by several blocks after it was admitted (the
+// scheduler keeps a block of headroom per running sequence, which shorter ones never
+// outgrow, so these are what run the pool dry and preempt).
 Workload mixed_workload(int n, int vocab, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> tok(3, vocab - 1), len(1, 90), out(4, 40);
@@ -47,7 +50,7 @@ Workload mixed_workload(int n, int vocab, uint32_t seed) {
     const int extra = len(rng);
     for (int k = 0; k < extra; ++k) p.push_back(tok(rng));
     w.prompts.push_back(p);
-    w.max_tokens.push_back(out(rng));
+    w.max_tokens.push_back(out(rng) + (i % 8 == 5 ? 100 : 0));
   }
   return w;
 }
@@ -58,7 +61,8 @@ void check_mixed_workload(const testing_util::TinyModel& m) {
   EngineConfig c;
   c.scheduler.max_num_seqs = 16;
   c.scheduler.max_num_batched_tokens = 64;  // long prompts go in chunks
-  // 48 blocks of 16: room for about 6 sequences of this workload, so 16 running must preempt.
+  // 48 blocks of 16: room for about 6 sequences of this workload, so 16 running must
+  // preempt once the long ones grow.
   c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * 48;
   auto e = Engine::create(*m.model, m.tok.get(), c);
   ASSERT_TRUE(e.is_ok());
@@ -301,6 +305,33 @@ TEST(Engine, CachedPrefixIsReusedAndChangesNothing) {
 }
 
 // --- Checks that hold on every target ------------------------------------------------
+
+// A request is admitted only if every running sequence could still get its next block
+// afterwards. Here the second prompt would fit beside the first, but then both would
+// outgrow the pool and one would be preempted and recomputed; it waits instead.
+TEST(Engine, AdmissionLeavesEachRunningSequenceAFreeBlock) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_headroom");
+  EngineConfig c;
+  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * 10;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  std::vector<int32_t> a(60), b(80);
+  for (int i = 0; i < 60; ++i) a[i] = 10 + i;
+  for (int i = 0; i < 80; ++i) b[i] = 200 + i;
+  const RequestId ia = *(*e)->add_request(a, greedy(30));  // 4 blocks, growing to 6
+  const RequestId ib = *(*e)->add_request(b, greedy(30));  // 5 blocks, growing to 7
+  auto first = (*e)->step();
+  ASSERT_TRUE(first.is_ok());
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].request, ia);
+  EXPECT_EQ((*e)->stats().num_running, 1u) << "the second prompt would leave the first no block to grow into";
+  EXPECT_EQ((*e)->stats().num_waiting, 1u);
+  Outputs got = drain(**e);
+  EXPECT_EQ((got[{ia, 0}].size()), 29u);
+  EXPECT_EQ((got[{ib, 0}].size()), 30u);
+  EXPECT_EQ((*e)->stats().preemptions, 0);
+}
 
 TEST(Engine, OutOfKvMemoryQueuesAndPreemptsButCompletesEveryRequest) {
   ThreadPool pool(2);
