@@ -312,50 +312,46 @@ TEST(Engine, CachedPrefixIsReusedAndChangesNothing) {
 TEST(Engine, AdmissionLeavesEachRunningSequenceAFreeBlock) {
   ThreadPool pool(2);
   auto m = load_tiny(pool, "engine_headroom");
-  EngineConfig c;
-  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * 10;
-  auto e = Engine::create(*m.model, m.tok.get(), c);
-  ASSERT_TRUE(e.is_ok());
+  auto e = testing_util::engine_with_blocks(*m.model, m.tok.get(), 10);
+  ASSERT_NE(e, nullptr);
   std::vector<int32_t> a(60), b(80);
   for (int i = 0; i < 60; ++i) a[i] = 10 + i;
   for (int i = 0; i < 80; ++i) b[i] = 200 + i;
-  const RequestId ia = *(*e)->add_request(a, greedy(30));  // 4 blocks, growing to 6
-  const RequestId ib = *(*e)->add_request(b, greedy(30));  // 5 blocks, growing to 7
-  auto first = (*e)->step();
+  const RequestId ia = *e->add_request(a, greedy(30));  // 4 blocks, growing to 6
+  const RequestId ib = *e->add_request(b, greedy(30));  // 5 blocks, growing to 7
+  auto first = e->step();
   ASSERT_TRUE(first.is_ok());
   ASSERT_EQ(first->size(), 1u);
   EXPECT_EQ((*first)[0].request, ia);
-  EXPECT_EQ((*e)->stats().num_running, 1u) << "the second prompt would leave the first no block to grow into";
-  EXPECT_EQ((*e)->stats().num_waiting, 1u);
-  Outputs got = drain(**e);
+  EXPECT_EQ(e->stats().num_running, 1u) << "the second prompt would leave the first no block to grow into";
+  EXPECT_EQ(e->stats().num_waiting, 1u);
+  Outputs got = drain(*e);
   EXPECT_EQ((got[{ia, 0}].size()), 29u);
   EXPECT_EQ((got[{ib, 0}].size()), 30u);
-  EXPECT_EQ((*e)->stats().preemptions, 0);
+  EXPECT_EQ(e->stats().preemptions, 0);
 }
 
 TEST(Engine, OutOfKvMemoryQueuesAndPreemptsButCompletesEveryRequest) {
   ThreadPool pool(2);
   auto m = load_tiny(pool, "engine_oom");
-  EngineConfig c;
-  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * 10;
-  auto e = Engine::create(*m.model, m.tok.get(), c);
-  ASSERT_TRUE(e.is_ok());
-  EXPECT_EQ((*e)->max_model_len(), 160) << "one sequence alone must always fit in the pool";
+  auto e = testing_util::engine_with_blocks(*m.model, m.tok.get(), 10);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->max_model_len(), 160) << "one sequence alone must always fit in the pool";
   std::vector<RequestId> ids;
   std::vector<int32_t> prompt(60);
   for (int i = 0; i < 60; ++i) prompt[i] = 10 + i;
   for (int i = 0; i < 12; ++i) {
     prompt[0] = 10 + i;  // distinct prompts: no sharing to lean on
-    ids.push_back(*(*e)->add_request(prompt, greedy(50)));
+    ids.push_back(*e->add_request(prompt, greedy(50)));
   }
   std::map<RequestId, FinishReason> finish;
-  Outputs got = drain(**e, &finish);
+  Outputs got = drain(*e, &finish);
   for (RequestId id : ids) {
     EXPECT_EQ((got[{id, 0}].size()), 50u) << "request " << id;
     EXPECT_EQ(finish[id], FinishReason::kLength);
   }
-  EXPECT_GT((*e)->stats().preemptions, 0);
-  EXPECT_EQ((*e)->stats().used_blocks, 0);
+  EXPECT_GT(e->stats().preemptions, 0);
+  EXPECT_EQ(e->stats().used_blocks, 0);
 }
 
 TEST(Engine, SequenceStopsAtTheContextLimit) {

@@ -75,6 +75,16 @@ inline std::vector<int32_t> run_alone(Model& m, const Tokenizer* tok, const std:
   return o[{*id, 0}];
 }
 
+// An engine whose KV pool holds exactly `blocks` blocks; null (and a test failure) when it
+// cannot be created.
+inline std::unique_ptr<Engine> engine_with_blocks(Model& m, const Tokenizer* tok, int32_t blocks,
+                                                  EngineConfig c = {}) {
+  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.config(), c)) * static_cast<size_t>(blocks);
+  auto e = Engine::create(m, tok, c);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  return e.is_ok() ? std::move(e.value()) : nullptr;
+}
+
 inline RequestParams greedy(int32_t max_tokens) {
   RequestParams p;
   p.sampling.temperature = 0.0f;
