@@ -85,8 +85,9 @@ class Scheduler {
  private:
   bool before(const Sequence* a, const Sequence* b) const;  // a is served first
   // Makes s's blocks cover its first `upto` positions, copying a shared block it is about
-  // to write into (copy-on-write). False (allocating nothing new) when blocks run out.
-  bool reserve(Sequence* s, int32_t upto);
+  // to write into (copy-on-write). False (allocating nothing new) when that would leave
+  // fewer than `keep_free` blocks free.
+  bool reserve(Sequence* s, int32_t upto, int32_t keep_free = 0);
   void preempt(Sequence* s);
   void release(Sequence* s);
   // Retains the cached blocks of s's longest cached prompt prefix; returns the tokens

@@ -19,5 +19,9 @@ struct RopeParams {
 
 // x: n_heads * head_dim floats of one token at position pos.
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p);
+// A token's query and key heads at once (k may be null): the angles, which depend only on
+// the position, are computed once for both.
+void rope_apply(float* q, int32_t n_q_heads, float* k, int32_t n_k_heads, int32_t head_dim, int32_t pos,
+                const RopeParams& p);
 
 }  // namespace pagoda

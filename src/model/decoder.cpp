@@ -187,8 +187,7 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
           rms_norm(kt + h * c.head_dim, L.k_norm, c.head_dim, c.rms_eps, kt + h * c.head_dim);
       }
       const int32_t pos = pos_[t];
-      rope_apply(qt, c.n_head, c.head_dim, pos, rope);
-      rope_apply(kt, c.n_head_kv, c.head_dim, pos, rope);
+      rope_apply(qt, c.n_head, kt, c.n_head_kv, c.head_dim, pos, rope);
       kv.store(l, tables_[t][pos >> shift], pos & mask, kt, vt);
     });
     AttentionParams ap;

@@ -47,6 +47,17 @@ TEST(Rope, DotProductDependsOnlyOnRelativePosition) {
   EXPECT_NEAR(dot_at(7, 3), dot_at(104, 100), 1e-4);
 }
 
+TEST(Rope, QueryAndKeyTogetherEqualEachAlone) {
+  std::vector<float> q = {0.3f, -1.2f, 0.7f, 2.0f, 1.5f, -0.1f, 0.2f, 0.9f}, k = {1.1f, 0.4f, -0.5f, 0.9f};
+  const RopeParams p{RopeLayout::kNeox, 4, 10000.0f, 1.0f};
+  auto q1 = q, k1 = k;
+  rope_apply(q1.data(), 2, 4, 37, p);
+  rope_apply(k1.data(), 1, 4, 37, p);
+  rope_apply(q.data(), 2, k.data(), 1, 4, 37, p);
+  EXPECT_EQ(q, q1);
+  EXPECT_EQ(k, k1);
+}
+
 TEST(Rope, PartialRotationLeavesTailUntouched) {
   std::vector<float> x = {1, 2, 3, 4, 5, 6};
   rope_apply(x.data(), 1, 6, 5, RopeParams{RopeLayout::kNorm, 4, 10000.0f, 1.0f});
