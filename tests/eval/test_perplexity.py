@@ -86,20 +86,11 @@ def pagoda_json(pagoda, model, *extra, text=TEXT, ctx=CTX, chunks=CHUNKS):
     return json.loads(out), err
 
 
-def llama_perplexity(bindir, model, *extra, text=TEXT, ctx=CTX, chunks=CHUNKS, expect="Final estimate"):
-    """llama-perplexity's log. Its logger writes from a thread that the process does not
-    wait for at exit (llama.cpp leaks the logger on purpose, ggml-org/llama.cpp#22142), so
-    on a busy machine the last lines, the final statistics among them, are sometimes lost;
-    a log in which the regular expression `expect` finds nothing is retried, and after five
-    such runs the test is skipped."""
-    for _ in range(5):
-        r = subprocess.run([str(bindir / "llama-perplexity"), "-m", str(model), "-f", str(text), "-c", str(ctx),
-                            "--chunks", str(chunks), "-t", "2", *map(str, extra)], capture_output=True, timeout=600)
-        log = r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
-        assert r.returncode == 0, log[-3000:]
-        if re.search(expect, log):
-            return log
-    pytest.skip(f"llama-perplexity's log lost its last lines ('{expect}') in five runs")
+def llama_perplexity(run, bindir, model, *extra, text=TEXT, ctx=CTX, chunks=CHUNKS, expect="Final estimate"):
+    """llama-perplexity's log, retried while its last lines are lost (`run` is the
+    llamacpp_log fixture)."""
+    return run([bindir / "llama-perplexity", "-m", model, "-f", text, "-c", ctx, "--chunks", chunks,
+                         "-t", 2, *extra], expect)
 
 
 def llama_ppl(log):
@@ -158,22 +149,22 @@ def quantize_q8(bindir, src, out):
 # ---- against llama-perplexity -----------------------------------------------------------
 
 @pytest.mark.parametrize("which", ["llama", "gemma3", "stories260K"])
-def test_ppl_matches_llama_perplexity(pagoda, llamacpp, gen_model, request, cache, which):
+def test_ppl_matches_llama_perplexity(pagoda, llamacpp, llamacpp_log, gen_model, request, cache, which):
     model = request.getfixturevalue("stories") if which == "stories260K" else gen_model(f"{which}.gguf", arch=which)
     ours, err = pagoda_json(pagoda, model)
-    ppl, ppl_err = llama_ppl(llama_perplexity(llamacpp, model))
+    ppl, ppl_err = llama_ppl(llama_perplexity(llamacpp_log, llamacpp, model))
     assert ours["scored_tokens"] == CHUNKS * (CTX - 1 - CTX // 2)
     assert ours["ppl"] == pytest.approx(ppl, rel=1e-3), (ours["ppl"], ppl)
     assert ours["ppl_error"] == pytest.approx(ppl_err, rel=1e-2)
     assert "PPL" in err and f"[{CHUNKS}/{CHUNKS}]" in err
 
 
-def test_kld_matches_llama_perplexity(pagoda, llamacpp, gen_model, cache, tmp_path):
+def test_kld_matches_llama_perplexity(pagoda, llamacpp, llamacpp_log, gen_model, cache, tmp_path):
     base = gen_model("base.gguf")
     q8 = quantize_q8(llamacpp, base, tmp_path / "q8.gguf")
     logits_file = tmp_path / "base.kld"
-    base_ppl, _ = llama_ppl(llama_perplexity(llamacpp, base, "--kl-divergence-base", logits_file))
-    ref = llama_kld(llama_perplexity(llamacpp, q8, "--kl-divergence-base", logits_file, "--kl-divergence",
+    base_ppl, _ = llama_ppl(llama_perplexity(llamacpp_log, llamacpp, base, "--kl-divergence-base", logits_file))
+    ref = llama_kld(llama_perplexity(llamacpp_log, llamacpp, q8, "--kl-divergence-base", logits_file, "--kl-divergence",
                                      expect=r"Same top p\s*:"))
     ours, _ = pagoda_json(pagoda, q8, "--kl-base", base)
     kl = ours["kl"]
@@ -306,12 +297,12 @@ def test_errors(pagoda, gen_model, tmp_path, cache):
 
 # ---- a real model, when present ---------------------------------------------------------
 
-def test_gemma_ppl_matches_llama_perplexity(pagoda, llamacpp, cache):
+def test_gemma_ppl_matches_llama_perplexity(pagoda, llamacpp, llamacpp_log, cache):
     """Gemma 3 270M F32 (real SentencePiece vocabulary of 262k tokens, BOS, sliding window):
     tokenization of a real text, the BOS convention and the chunked scoring in pieces."""
     model = pathlib.Path.home() / ".cache" / "pagoda" / "models" / "gemma-3-270m-q4_k_m-dequant-f32.gguf"
     if not model.exists():
         pytest.skip(f"{model} is not present (scripts/fetch_model and its F32 dequantization)")
     ours, _ = pagoda_json(pagoda, model, chunks=2)
-    ppl, _ = llama_ppl(llama_perplexity(llamacpp, model, chunks=2))
+    ppl, _ = llama_ppl(llama_perplexity(llamacpp_log, llamacpp, model, chunks=2))
     assert ours["ppl"] == pytest.approx(ppl, rel=1e-3), (ours["ppl"], ppl)
