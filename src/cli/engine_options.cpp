@@ -24,6 +24,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--policy", a.policy, "fcfs (default) or priority (lower value first)")
       ->check(CLI::IsMember({"fcfs", "priority"}));
   app.add_flag("--no-prefix-caching", a.no_prefix_caching, "Do not reuse KV blocks of identical prompt prefixes");
+  app.add_flag("--disable-hybrid-kv-cache-manager", a.disable_hybrid_kv,
+               "Keep every layer's KV for the whole sequence, also for sliding-window layers (Gemma 3), "
+               "instead of releasing blocks that left the window");
 }
 
 Result<size_t> parse_memory_size(const std::string& s) {
@@ -71,6 +74,7 @@ Result<EngineConfig> engine_config(const EngineArgs& a, int32_t max_model_len) {
   c.scheduler.mode = a.scheduler == "static" ? ScheduleMode::kStatic : ScheduleMode::kContinuous;
   c.scheduler.policy = a.policy == "priority" ? SchedulePolicy::kPriority : SchedulePolicy::kFcfs;
   c.scheduler.prefix_caching = !a.no_prefix_caching;
+  c.window_kv_release = !a.disable_hybrid_kv;
   c.max_model_len = max_model_len;
   return c;
 }

@@ -1,6 +1,6 @@
 // The engine flags every subcommand that runs the engine shares (run, bench, serve), with
 // vLLM's names: KV memory budget and block size, batch limits, scheduler mode and policy,
-// prefix caching.
+// prefix caching, the hybrid KV cache manager (sliding-window blocks released).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,7 @@ struct EngineArgs {
   std::string scheduler = "continuous";
   std::string policy = "fcfs";
   bool no_prefix_caching = false;
+  bool disable_hybrid_kv = false;
 };
 
 void add_engine_options(CLI::App& app, EngineArgs& args);

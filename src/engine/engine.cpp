@@ -22,7 +22,12 @@ Engine::Engine(Model& model, const Tokenizer* tokenizer, const EngineConfig& con
     : model_(model), tokenizer_(tokenizer), config_(config) {}
 
 KvShape Engine::kv_shape(const ModelConfig& mc, const EngineConfig& config) {
-  return KvShape{mc.n_layer, mc.n_head_kv, mc.head_dim, config.block_size, config.kv_type};
+  KvShape shape{mc.n_layer, mc.n_head_kv, mc.head_dim, config.block_size, config.kv_type, {}};
+  if (config.window_kv_release && mc.sliding_window > 0) {
+    shape.windows.resize(static_cast<size_t>(mc.n_layer));
+    for (int32_t l = 0; l < mc.n_layer; ++l) shape.windows[l] = mc.layer_is_local[l] ? mc.sliding_window : 0;
+  }
+  return shape;
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config) {
@@ -35,10 +40,12 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   int32_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.n_ctx_train;
   if (max_len <= 0) max_len = 4096;
   const KvShape shape = kv_shape(mc, config);
+  const KvLayout layout = shape.layout();
+  const int32_t chunk = sc.max_num_batched_tokens;
   size_t bytes = config.kv_cache_bytes;
   if (bytes == 0) {
     const size_t want = KvStorage::bytes_per_block(shape) *
-                        static_cast<size_t>((max_len + config.block_size - 1) / std::max(1, config.block_size)) *
+                        static_cast<size_t>(layout.max_blocks_for(max_len, std::max(1, config.block_size), chunk)) *
                         static_cast<size_t>(sc.max_num_seqs);
     const size_t avail = available_memory_bytes();
     bytes = avail > 0 ? std::min(want, avail / 4) : want;
@@ -48,8 +55,15 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   if (!storage) return storage.status();
   e->storage_ = std::move(storage.value());
   e->pool_ = std::make_unique<BlockPool>(blocks, config.block_size);
-  // One sequence alone always fits, so preemption can always make progress.
-  e->max_model_len_ = std::min<int64_t>(max_len, static_cast<int64_t>(blocks) * config.block_size);
+  // One sequence alone always fits, so preemption can always make progress: the longest
+  // whose blocks, over all layer groups, the pool holds.
+  int64_t lo = 0, hi = max_len;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (layout.max_blocks_for(mid, config.block_size, chunk) <= blocks) lo = mid;
+    else hi = mid - 1;
+  }
+  e->max_model_len_ = lo;
   SchedulerConfig scheduler_config = sc;
   scheduler_config.max_model_len = static_cast<int32_t>(e->max_model_len_);
   e->scheduler_ = std::make_unique<Scheduler>(scheduler_config, *e->pool_, *e->storage_);
@@ -109,8 +123,10 @@ void Engine::fork(RequestRecord& r, Sequence& parent) {
     c->prompt_len = parent.prompt_len;
     c->num_computed = parent.num_computed;
     c->num_hashed_blocks = parent.num_hashed_blocks;
-    c->blocks = parent.blocks;
-    for (BlockId b : c->blocks) pool_->retain(b);
+    c->tables = parent.tables;
+    for (const std::vector<BlockId>& table : c->tables)
+      for (BlockId b : table)
+        if (b != kNoBlock) pool_->retain(b);
     c->hashes = parent.hashes;
     SamplingParams sp = r.params.sampling;
     // Distinct but reproducible samples: sample i draws from seed + i.
@@ -195,7 +211,7 @@ Result<std::vector<StepOutput>> Engine::step() {
   for (const ScheduledSeq& w : work) {
     Sequence* s = w.seq;
     const bool last = s->num_computed + w.n_tokens == s->len();
-    batch_.add(std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.n_tokens), s->num_computed, s->blocks,
+    batch_.add(std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.n_tokens), s->num_computed, s->tables,
                last);
     // Tokens before the prompt's end are prefill; a decode step computes the last sample.
     counters_.prompt_tokens_computed += std::max(0, std::min(s->prompt_len, s->num_computed + w.n_tokens) - s->num_computed);
@@ -296,11 +312,13 @@ double Engine::kv_waste() const {
   std::unordered_map<BlockId, int32_t> filled;
   const int32_t bs = pool_->block_size();
   for (const Sequence* s : scheduler_->running())
-    for (size_t i = 0; i < s->blocks.size(); ++i) {
-      const int32_t f = std::clamp(s->num_computed - static_cast<int32_t>(i) * bs, 0, bs);
-      int32_t& slot = filled[s->blocks[i]];
-      slot = std::max(slot, f);
-    }
+    for (const std::vector<BlockId>& table : s->tables)
+      for (size_t i = 0; i < table.size(); ++i) {
+        if (table[i] == kNoBlock) continue;
+        const int32_t f = std::clamp(s->num_computed - static_cast<int32_t>(i) * bs, 0, bs);
+        int32_t& slot = filled[table[i]];
+        slot = std::max(slot, f);
+      }
   int64_t used = 0;
   for (const auto& [b, f] : filled) used += f;
   const double alloc = static_cast<double>(pool_->num_used()) * bs;

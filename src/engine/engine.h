@@ -8,7 +8,9 @@
 //
 // Memory: the KV pool is sized once, from kv_cache_bytes (or, when 0, enough for
 // max_num_seqs full contexts but at most a quarter of the machine's available memory).
-// A sequence can never outgrow the pool alone: max_model_len is capped to it.
+// A sequence can never outgrow the pool alone: max_model_len is capped to it. Sliding-
+// window layers get block tables of their own whose blocks are released as they leave
+// the window (kv/kv_layout.h), unless window_kv_release is off.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,9 @@ struct EngineConfig {
   KvType kv_type = KvType::kF16;
   size_t kv_cache_bytes = 0;    // 0: see above
   int32_t max_model_len = 0;    // tokens per sequence (prompt + output); 0: the model's training context
+  // Sliding-window layers in layer groups of their own that release blocks out of the
+  // window (vLLM's hybrid KV cache manager); off: one table for all layers, as before.
+  bool window_kv_release = true;
 };
 
 struct EngineStats {

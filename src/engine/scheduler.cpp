@@ -7,7 +7,7 @@
 namespace pagoda {
 
 Scheduler::Scheduler(const SchedulerConfig& config, BlockPool& pool, KvStorage& storage)
-    : config_(config), pool_(pool), storage_(storage) {}
+    : config_(config), pool_(pool), storage_(storage), layout_(storage.layout()) {}
 
 bool Scheduler::before(const Sequence* a, const Sequence* b) const {
   if (config_.policy == SchedulePolicy::kPriority)
@@ -16,18 +16,22 @@ bool Scheduler::before(const Sequence* a, const Sequence* b) const {
 }
 
 void Scheduler::add(Sequence* s) {
+  s->tables.resize(static_cast<size_t>(layout_.n_groups()));
   s->status = SeqStatus::kWaiting;
   waiting_.push_back(s);
 }
 
 void Scheduler::add_running(Sequence* s) {
+  s->tables.resize(static_cast<size_t>(layout_.n_groups()));
   s->status = SeqStatus::kRunning;
   running_.push_back(s);
 }
 
 void Scheduler::release(Sequence* s) {
-  pool_.release_all(s->blocks);
-  s->blocks.clear();
+  for (std::vector<BlockId>& table : s->tables) {
+    pool_.release_all(table);
+    table.clear();
+  }
   s->num_computed = 0;
   s->num_hashed_blocks = 0;
 }
@@ -49,26 +53,47 @@ void Scheduler::preempt(Sequence* s) {
   ++stats_.preemptions;
 }
 
+void Scheduler::release_out_of_window(Sequence* s) {
+  const int32_t bs = pool_.block_size();
+  for (int32_t g = 0; g < layout_.n_groups(); ++g) {
+    if (layout_.window(g) <= 0) continue;
+    std::vector<BlockId>& table = s->tables[g];
+    // Released entries form a prefix: walk back from the first live block to it.
+    for (int32_t i = std::min<int32_t>(layout_.first_live_block(g, s->num_computed, bs),
+                                       static_cast<int32_t>(table.size())) - 1;
+         i >= 0 && table[i] != kNoBlock; --i) {
+      pool_.release(table[i]);
+      table[i] = kNoBlock;
+    }
+  }
+}
+
 bool Scheduler::reserve(Sequence* s, int32_t upto, int32_t keep_free) {
+  release_out_of_window(s);
   const int32_t bs = pool_.block_size();
   const int32_t need = (upto + bs - 1) / bs;
-  const int32_t have = static_cast<int32_t>(s->blocks.size());
   // Blocks the new tokens write into that others also hold (a prompt block shared by the
   // n samples of a request) are copied first.
   const int32_t first = s->num_computed / bs;
-  int32_t copies = 0;
-  for (int32_t i = first; i < std::min(have, need); ++i) copies += pool_.ref_count(s->blocks[i]) > 1 ? 1 : 0;
-  const int32_t fresh = std::max(0, need - have);
-  if (copies + fresh + keep_free > pool_.num_free()) return false;
-  for (int32_t i = first; i < std::min(have, need); ++i) {
-    const BlockId old = s->blocks[i];
-    if (pool_.ref_count(old) <= 1) continue;
-    const BlockId mine = *pool_.make_unique(old);
-    const int32_t filled = std::clamp(s->num_computed - i * bs, 0, bs);
-    storage_.copy_block(old, mine, filled);
-    s->blocks[i] = mine;
+  int32_t wanted = 0;
+  for (const std::vector<BlockId>& table : s->tables) {
+    const int32_t have = static_cast<int32_t>(table.size());
+    for (int32_t i = first; i < std::min(have, need); ++i) wanted += pool_.ref_count(table[i]) > 1 ? 1 : 0;
+    wanted += std::max(0, need - have);
   }
-  if (fresh > 0) pool_.allocate(fresh, s->blocks);
+  if (wanted + keep_free > pool_.num_free()) return false;
+  for (std::vector<BlockId>& table : s->tables) {
+    const int32_t have = static_cast<int32_t>(table.size());
+    for (int32_t i = first; i < std::min(have, need); ++i) {
+      const BlockId old = table[i];
+      if (pool_.ref_count(old) <= 1) continue;
+      const BlockId mine = *pool_.make_unique(old);
+      const int32_t filled = std::clamp(s->num_computed - i * bs, 0, bs);
+      storage_.copy_block(old, mine, filled);
+      table[i] = mine;
+    }
+    if (need > have) pool_.allocate(need - have, table);
+  }
   return true;
 }
 
@@ -82,15 +107,43 @@ int32_t Scheduler::claim_cached_prefix(Sequence* s) {
     const BlockHash parent = i == 0 ? 0 : s->hashes[i - 1];
     s->hashes.push_back(BlockPool::hash_tokens(parent, std::span<const int32_t>(s->tokens).subspan(i * bs, bs)));
   }
+  // The longest prefix whose blocks are cached in every full-attention group...
+  auto cached = [&](int32_t g, int32_t i) { return pool_.lookup(BlockPool::group_hash(s->hashes[i], g)); };
   int32_t hits = 0;
-  for (int32_t i = 0; i < max_blocks; ++i) {
-    stats_.prefix_query_tokens += bs;
-    const std::optional<BlockId> b = pool_.lookup(s->hashes[i]);
-    if (!b) break;
-    pool_.retain(*b);
-    s->blocks.push_back(*b);
-    ++hits;
-    stats_.prefix_hit_tokens += bs;
+  for (; hits < max_blocks; ++hits) {
+    bool all = true;
+    for (int32_t g = 0; g < layout_.n_groups() && all; ++g)
+      if (layout_.window(g) <= 0) all = cached(g, hits).has_value();
+    if (!all) break;
+  }
+  // Blocks looked up: through the first miss.
+  stats_.prefix_query_tokens += static_cast<int64_t>(std::min(hits + 1, max_blocks)) * bs;
+  // ...cut back until every windowed group also has the blocks the window before its end
+  // covers (cached_run_[i]: how many blocks up to i are cached there, consecutively).
+  // A cut for one group can move the window of another back past what it has cached, so
+  // this runs until no group cuts.
+  for (int32_t before = -1; before != hits;) {
+    before = hits;
+    for (int32_t g = 0; g < layout_.n_groups(); ++g) {
+      if (layout_.window(g) <= 0) continue;
+      cached_run_.assign(static_cast<size_t>(hits), 0);
+      for (int32_t i = 0; i < hits; ++i) cached_run_[i] = cached(g, i) ? (i > 0 ? cached_run_[i - 1] : 0) + 1 : 0;
+      while (hits > 0 && cached_run_[hits - 1] < hits - layout_.first_live_block(g, hits * bs, bs)) --hits;
+    }
+  }
+  stats_.prefix_hit_tokens += static_cast<int64_t>(hits) * bs;
+  for (int32_t g = 0; g < layout_.n_groups(); ++g) {
+    std::vector<BlockId>& table = s->tables[g];
+    const int32_t live = layout_.first_live_block(g, hits * bs, bs);
+    for (int32_t i = 0; i < hits; ++i) {
+      if (i < live) {
+        table.push_back(kNoBlock);
+        continue;
+      }
+      const BlockId b = *cached(g, i);
+      pool_.retain(b);
+      table.push_back(b);
+    }
   }
   s->num_hashed_blocks = hits;
   return hits * bs;
@@ -106,7 +159,8 @@ void Scheduler::hash_full_blocks(Sequence* s) {
       s->hashes.push_back(BlockPool::hash_tokens(parent, std::span<const int32_t>(s->tokens).subspan(
                                                              static_cast<size_t>(i) * bs, bs)));
     }
-    pool_.set_hash(s->blocks[i], s->hashes[i]);
+    for (int32_t g = 0; g < layout_.n_groups(); ++g)
+      if (s->tables[g][i] != kNoBlock) pool_.set_hash(s->tables[g][i], BlockPool::group_hash(s->hashes[i], g));
   }
   s->num_hashed_blocks = std::max(s->num_hashed_blocks, full);
 }
@@ -164,7 +218,7 @@ void Scheduler::schedule_continuous() {
     // still get its next block. Admitting into the last free blocks makes the next steps'
     // growth preempt someone and recompute it (Gemma 3 270M, 128 requests in 180 MiB of KV:
     // 30 preemptions cost 7% of the run; with the headroom none happen).
-    const int32_t headroom = running_.empty() ? 0 : static_cast<int32_t>(running_.size()) + 1;
+    const int32_t headroom = running_.empty() ? 0 : (static_cast<int32_t>(running_.size()) + 1) * layout_.n_groups();
     if (!reserve(s, s->num_computed + want, headroom)) {
       release(s);  // waits for memory, cached blocks back to the free queue
       break;
@@ -197,7 +251,7 @@ void Scheduler::schedule_static() {
       const int64_t p = std::max<int64_t>(longest_prompt, s->len());
       const int64_t o = std::max<int64_t>(longest_output, static_reservation(s) - s->len());
       const int64_t len = std::min<int64_t>(p + o, config_.max_model_len > 0 ? config_.max_model_len : p + o);
-      if (rows > 0 && (rows + 1) * ((len + bs - 1) / bs) > pool_.num_free()) break;
+      if (rows > 0 && (rows + 1) * ((len + bs - 1) / bs) * layout_.n_groups() > pool_.num_free()) break;
       ++rows, longest_prompt = p, longest_output = o, length = len;
     }
     size_t taken = 0;

@@ -15,6 +15,12 @@
 // hash and starts computing after the longest cached prefix (never past its last token,
 // which must run to give logits). Blocks it fills are hashed for others.
 //
+// Sliding-window layers (kv/kv_layout.h): each layer group has its own block table per
+// sequence. A windowed group's blocks are released once no token still to be computed
+// can see them, so a long Gemma 3 sequence holds its global layers' blocks plus a
+// window's worth of the rest; a cached prefix is reused only as far as its full-attention
+// blocks and the window before its end are all still cached.
+//
 // Static mode (the baseline, request-level batching as in FasterTransformer or HF
 // generate): a batch of up to max_num_seqs requests is admitted only when nothing runs,
 // prefilled whole, and decoded until all of it has finished; a sequence that finishes
@@ -88,6 +94,8 @@ class Scheduler {
   // to write into (copy-on-write). False (allocating nothing new) when that would leave
   // fewer than `keep_free` blocks free.
   bool reserve(Sequence* s, int32_t upto, int32_t keep_free = 0);
+  // Releases the blocks of s's windowed groups that no token from num_computed on reads.
+  void release_out_of_window(Sequence* s);
   void preempt(Sequence* s);
   void release(Sequence* s);
   // Retains the cached blocks of s's longest cached prompt prefix; returns the tokens
@@ -102,10 +110,11 @@ class Scheduler {
   SchedulerConfig config_;
   BlockPool& pool_;
   KvStorage& storage_;
+  const KvLayout& layout_;
   std::vector<Sequence*> waiting_;
   std::vector<Sequence*> running_;
   std::vector<ScheduledSeq> work_;
-  std::vector<BlockId> scratch_blocks_;
+  std::vector<int32_t> cached_run_;  // claim_cached_prefix's scratch
   SchedulerStats stats_;
 };
 

@@ -1,6 +1,6 @@
 // Internal to the engine: one sequence being generated (a request has n of them), with
 // its tokens, how many of them have keys/values in the KV cache, the blocks holding them
-// and the content hashes of its full blocks (for the prefix cache).
+// (a table per layer group) and the content hashes of its full blocks (for the prefix cache).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,9 @@ struct Sequence {
   int32_t prompt_len = 0;
   int32_t num_computed = 0;     // tokens whose K/V are in the cache
   int32_t num_hashed_blocks = 0;  // leading blocks already registered in the prefix cache
-  std::vector<BlockId> blocks;
+  // Per KV layer group (kv/kv_layout.h), the blocks holding its positions; a
+  // sliding-window group's entries that left the window are kNoBlock.
+  std::vector<std::vector<BlockId>> tables;
   std::vector<BlockHash> hashes;  // of full blocks 0.. of `tokens` (may run past num_computed)
   std::unique_ptr<Sampler> sampler;
   SeqStatus status = SeqStatus::kWaiting;

@@ -78,7 +78,14 @@ void BlockPool::release(BlockId b) {
 }
 
 void BlockPool::release_all(std::span<const BlockId> table) {
-  for (size_t i = table.size(); i-- > 0;) release(table[i]);
+  for (size_t i = table.size(); i-- > 0;)
+    if (table[i] != kNoBlock) release(table[i]);
+}
+
+BlockHash BlockPool::group_hash(BlockHash h, int32_t g) {
+  if (g == 0) return h;
+  const uint64_t salt[2] = {h, static_cast<uint64_t>(g)};
+  return XXH3_64bits(salt, sizeof(salt));
 }
 
 BlockHash BlockPool::hash_tokens(BlockHash parent, std::span<const int32_t> tokens) {

@@ -26,6 +26,9 @@ namespace pagoda {
 
 using BlockId = int32_t;
 using BlockHash = uint64_t;
+// A table entry whose block was released early: a sliding-window layer group's block
+// that left the window (kv_layout.h).
+inline constexpr BlockId kNoBlock = -1;
 
 class BlockPool {
  public:
@@ -50,13 +53,18 @@ class BlockPool {
   // One holder fewer; at zero the block joins the tail of the free queue, keeping its
   // cached content (if any) until an allocation takes it.
   void release(BlockId b);
-  // Releases the blocks of a table from its end to its start (see above).
+  // Releases the blocks of a table from its end to its start (see above), skipping
+  // kNoBlock entries.
   void release_all(std::span<const BlockId> table);
   int32_t ref_count(BlockId b) const { return blocks_[b].ref; }
 
   // Prefix caching. The hash of a full block's tokens chained to its parent's hash (0 for
   // the first block of a sequence).
   static BlockHash hash_tokens(BlockHash parent, std::span<const int32_t> tokens);
+  // The content hash of the same tokens in layer group g (kv_layout.h): the groups hold
+  // different layers, so their blocks must not be found for one another. Group 0 keeps
+  // the token hash.
+  static BlockHash group_hash(BlockHash h, int32_t g);
   // Marks a full block (held by the caller) as holding the content `h`. If another block
   // already holds `h`, the map keeps that one and b stays uncached.
   void set_hash(BlockId b, BlockHash h);

@@ -26,7 +26,8 @@ KvStorage::~KvStorage() {
 
 size_t KvStorage::bytes_per_block(const KvShape& s) {
   if (s.n_layer <= 0 || s.block_size <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0) return 0;
-  return 2ull * static_cast<size_t>(s.n_layer) * static_cast<size_t>(s.block_size) * static_cast<size_t>(s.row_bytes());
+  if (!s.windows.empty() && static_cast<int32_t>(s.windows.size()) != s.n_layer) return 0;
+  return 2ull * static_cast<size_t>(s.layout().layers_per_block()) * static_cast<size_t>(s.block_size) * static_cast<size_t>(s.row_bytes());
 }
 
 int32_t KvStorage::blocks_for_bytes(const KvShape& s, size_t bytes) {
@@ -40,21 +41,25 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, int32
   if (shape.n_layer <= 0 || shape.n_kv_heads <= 0 || shape.head_dim <= 0 ||
       int64_t{shape.n_kv_heads} * shape.head_dim > INT32_MAX)
     return error("KV cache: bad shape ({} layers, {} heads of {})", shape.n_layer, shape.n_kv_heads, shape.head_dim);
+  if (!shape.windows.empty() && static_cast<int32_t>(shape.windows.size()) != shape.n_layer)
+    return error("KV cache: {} layer windows for {} layers", shape.windows.size(), shape.n_layer);
   if (shape.block_size <= 0 || (shape.block_size & (shape.block_size - 1)) != 0 || shape.block_size > 1024)
     return error("KV cache: block size {} must be a power of two between 1 and 1024", shape.block_size);
   if (num_blocks <= 0)
     return error("KV cache: the memory budget holds no block of {} tokens ({} bytes each)", shape.block_size,
                  bytes_per_block(shape));
   // A total that wraps around size_t would reserve too little and leave blocks outside the mapping.
+  const KvLayout layout = shape.layout();
   size_t total = 2;
-  for (const int64_t f : {int64_t{shape.n_layer}, shape.row_bytes(), int64_t{shape.block_size}, int64_t{num_blocks}}) {
+  for (const int64_t f : {int64_t{layout.layers_per_block()}, shape.row_bytes(), int64_t{shape.block_size}, int64_t{num_blocks}}) {
     if (total > std::numeric_limits<size_t>::max() / static_cast<size_t>(f))
       return error("KV cache: {} blocks of {} layers x {} tokens x {} bytes exceed the address space", num_blocks,
-                   shape.n_layer, shape.block_size, shape.row_bytes());
+                   layout.layers_per_block(), shape.block_size, shape.row_bytes());
     total *= static_cast<size_t>(f);
   }
   std::unique_ptr<KvStorage> s(new KvStorage());
   s->shape_ = shape;
+  s->layout_ = layout;
   s->num_blocks_ = num_blocks;
   while ((1 << s->block_shift_) < shape.block_size) ++s->block_shift_;
   s->block_bytes_ = static_cast<size_t>(shape.block_size) * static_cast<size_t>(shape.row_bytes());
@@ -71,7 +76,7 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, int32
 
 PagedKv KvStorage::layer(int32_t l) const {
   PagedKv kv;
-  const uint8_t* k = base_ + static_cast<size_t>(l) * 2 * layer_bytes_;
+  const uint8_t* k = base_ + static_cast<size_t>(layout_.slot_of(l)) * 2 * layer_bytes_;
   kv.k = k;
   kv.v = k + layer_bytes_;
   kv.block_stride = static_cast<int64_t>(block_bytes_);
@@ -115,8 +120,8 @@ void KvStorage::prefault() {
 
 void KvStorage::copy_block(BlockId src, BlockId dst, int32_t n_rows) {
   const size_t n = static_cast<size_t>(n_rows) * static_cast<size_t>(shape_.row_bytes());
-  for (int32_t l = 0; l < shape_.n_layer; ++l)
-    for (int kv = 0; kv < 2; ++kv) std::memcpy(row(l, kv, dst, 0), row(l, kv, src, 0), n);
+  for (int32_t l = 0; l < layout_.layers_per_block(); ++l)
+    for (int kv = 0; kv < 2; ++kv) std::memcpy(slot_row(l, kv, dst, 0), slot_row(l, kv, src, 0), n);
 }
 
 }  // namespace pagoda

@@ -1,6 +1,8 @@
-// The memory behind the block pool: per layer, a K and a V array of num_blocks blocks,
-// each block_size rows of n_kv_heads * head_dim values, FP16 or int8 with a scale per
-// token and head (KvType, kernels/attention.h). Sized once at start-up from a
+// The memory behind the block pool: a block holds, for block_size positions, the K and V
+// rows (n_kv_heads * head_dim values, FP16 or int8 with a scale per token and head;
+// KvType, kernels/attention.h) of the layers of one group (kv_layout.h): all layers for
+// a model without sliding windows. Stored per layer slot, a K and a V array of
+// num_blocks blocks each. Sized once at start-up from a
 // memory budget and never grown, so running out of KV memory is a scheduling decision
 // (queue or preempt), never an allocation failure mid-step. The pages are reserved with
 // mmap and filled on first touch, so a generous budget costs only what is used.
@@ -10,10 +12,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "kernels/attention.h"
 #include "kv/block_pool.h"
+#include "kv/kv_layout.h"
 
 namespace pagoda {
 
@@ -23,7 +27,12 @@ struct KvShape {
   int32_t head_dim = 0;
   int32_t block_size = 16; // positions per block, a power of two
   KvType type = KvType::kF16;
+  // Per layer, its sliding window (0: full attention); empty: every layer full. Layers
+  // with windows get groups of their own whose blocks are released as they leave the
+  // window (KvLayout).
+  std::vector<int32_t> windows;
 
+  KvLayout layout() const { return windows.empty() ? KvLayout(n_layer) : KvLayout::from_windows(windows); }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   int64_t row_bytes() const { return kv_row_bytes(type, n_kv_heads, head_dim); }
 };
@@ -40,12 +49,13 @@ class KvStorage {
 
   // Fails with a message (no crash) on a bad shape or when the memory cannot be reserved.
   static Result<std::unique_ptr<KvStorage>> create(const KvShape& shape, int32_t num_blocks);
-  // Bytes one block takes over all layers (K and V).
+  // Bytes one block takes (K and V of the layers of one group).
   static size_t bytes_per_block(const KvShape& shape);
   // Blocks that fit in `bytes`.
   static int32_t blocks_for_bytes(const KvShape& shape, size_t bytes);
 
   const KvShape& shape() const { return shape_; }
+  const KvLayout& layout() const { return layout_; }
   int32_t num_blocks() const { return num_blocks_; }
   int32_t block_shift() const { return block_shift_; }
   size_t bytes() const { return bytes_; }
@@ -61,22 +71,25 @@ class KvStorage {
   // Touches every page now (first-touch faults otherwise land in the first steps that
   // reach them), as a server or benchmark wants before it starts timing.
   void prefault();
-  // Copies the first n_rows slots of block src to block dst in every layer (copy-on-write).
+  // Copies the first n_rows slots of block src to block dst in every layer it holds
+  // (copy-on-write).
   void copy_block(BlockId src, BlockId dst, int32_t n_rows);
 
  private:
   KvStorage() = default;
-  uint8_t* row(int32_t l, int kv, BlockId b, int32_t slot) {
-    return base_ + (static_cast<size_t>(l) * 2 + kv) * layer_bytes_ + static_cast<size_t>(b) * block_bytes_ +
+  uint8_t* row(int32_t l, int kv, BlockId b, int32_t slot) { return slot_row(layout_.slot_of(l), kv, b, slot); }
+  uint8_t* slot_row(int32_t layer_slot, int kv, BlockId b, int32_t slot) {
+    return base_ + (static_cast<size_t>(layer_slot) * 2 + kv) * layer_bytes_ + static_cast<size_t>(b) * block_bytes_ +
            static_cast<size_t>(slot) * static_cast<size_t>(shape_.row_bytes());
   }
   void store_row(uint8_t* dst, const float* x) const;
 
   KvShape shape_;
+  KvLayout layout_;
   int32_t num_blocks_ = 0;
   int32_t block_shift_ = 0;
   size_t block_bytes_ = 0;  // block_size rows
-  size_t layer_bytes_ = 0;  // num_blocks blocks
+  size_t layer_bytes_ = 0;  // num_blocks blocks of one layer slot
   size_t bytes_ = 0;
   uint8_t* base_ = nullptr;
   void (*f16_convert_)(const float* src, void* dst, int64_t n) = nullptr;

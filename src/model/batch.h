@@ -1,7 +1,7 @@
 // One step's work for the model: a flat list of tokens from any number of sequences
 // (prefill chunks and decode tokens alike, vLLM's flattened layout), each sequence's
-// tokens consecutive, with its first position and the block table through which its
-// keys/values are written and read. The engine builds it; the model consumes it.
+// tokens consecutive, with its first position and the block tables (one per layer group
+// of the KV storage, kv/kv_layout.h) through which its keys/values are written and read. The engine builds it; the model consumes it.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,9 @@ namespace pagoda {
 struct BatchSeq {
   int32_t n_tokens = 0;                // this sequence's tokens in Batch::tokens (consecutive)
   int32_t pos0 = 0;                    // position of the first of them
-  std::span<const BlockId> blocks;     // covers positions 0 .. pos0 + n_tokens - 1
+  // Per layer group: covers positions 0 .. pos0 + n_tokens - 1; a sliding-window group's
+  // entries before the window of position pos0 may be kNoBlock.
+  std::span<const std::vector<BlockId>> tables;
   bool logits = false;                 // produce logits for its last token
 };
 
@@ -27,9 +29,9 @@ struct Batch {
     tokens.clear();
     seqs.clear();
   }
-  void add(std::span<const int32_t> toks, int32_t pos0, std::span<const BlockId> blocks, bool logits) {
+  void add(std::span<const int32_t> toks, int32_t pos0, std::span<const std::vector<BlockId>> tables, bool logits) {
     tokens.insert(tokens.end(), toks.begin(), toks.end());
-    seqs.push_back(BatchSeq{static_cast<int32_t>(toks.size()), pos0, blocks, logits});
+    seqs.push_back(BatchSeq{static_cast<int32_t>(toks.size()), pos0, tables, logits});
   }
   int32_t n_logits() const {
     int32_t n = 0;

@@ -3,6 +3,7 @@
 // from the config and the bound weights. Explicit code over the kernels, no graph.
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
@@ -61,18 +62,35 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
                  kv.shape().n_layer, kv.shape().n_kv_heads, kv.shape().head_dim, c.n_layer, c.n_head_kv, c.head_dim);
   for (int32_t t : batch.tokens)
     if (t < 0 || t >= c.n_vocab) return error("token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
+  const KvLayout& layout = kv.layout();
+  if (layout.n_layer() != c.n_layer)
+    return error("KV storage layout has {} layers, the model {}", layout.n_layer(), c.n_layer);
+  // A layer group may release blocks out of its window only if each of its layers reads
+  // no further back.
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const int32_t gw = layout.window(layout.group_of(l));
+    const int32_t lw = c.layer_is_local[l] ? c.sliding_window : 0;
+    if (gw > 0 && (lw <= 0 || lw > gw))
+      return error("KV storage keeps {} positions for layer {}, which attends to {}", gw, l,
+                   lw > 0 ? std::to_string(lw) : std::string("all"));
+  }
   int64_t total = 0;
   const int32_t bs = kv.shape().block_size;
   for (const BatchSeq& s : batch.seqs) {
     if (s.n_tokens <= 0 || s.pos0 < 0) return error("forward: a sequence has {} tokens at position {}", s.n_tokens, s.pos0);
+    if (static_cast<int32_t>(s.tables.size()) != layout.n_groups())
+      return error("forward: a sequence has {} block tables for {} KV layer groups", s.tables.size(), layout.n_groups());
     const int64_t end = static_cast<int64_t>(s.pos0) + s.n_tokens;
-    if (end > static_cast<int64_t>(s.blocks.size()) * bs)
-      return error("{} tokens at position {} do not fit in the {} KV blocks of {} positions given", s.n_tokens, s.pos0,
-                   s.blocks.size(), bs);
-    const size_t used = static_cast<size_t>((end + bs - 1) / bs);
-    for (size_t i = 0; i < used; ++i)
-      if (s.blocks[i] < 0 || s.blocks[i] >= kv.num_blocks())
-        return error("KV block id {} is outside the storage (0..{})", s.blocks[i], kv.num_blocks() - 1);
+    for (int32_t g = 0; g < layout.n_groups(); ++g) {
+      const std::vector<BlockId>& table = s.tables[g];
+      if (end > static_cast<int64_t>(table.size()) * bs)
+        return error("{} tokens at position {} do not fit in the {} KV blocks of {} positions given", s.n_tokens, s.pos0,
+                     table.size(), bs);
+      const size_t used = static_cast<size_t>((end + bs - 1) / bs);
+      for (size_t i = static_cast<size_t>(layout.first_live_block(g, s.pos0, bs)); i < used; ++i)
+        if (table[i] < 0 || table[i] >= kv.num_blocks())
+          return error("KV block id {} is outside the storage (0..{})", table[i], kv.num_blocks() - 1);
+    }
     total += s.n_tokens;
   }
   if (total != static_cast<int64_t>(batch.tokens.size()))
@@ -127,7 +145,7 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
   BatchSeq s;
   s.n_tokens = static_cast<int32_t>(tokens.size());
   s.pos0 = pos0;
-  s.blocks = kv.table();
+  s.tables = kv.tables();
   s.logits = logits != nullptr;
   run_batch(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
   return Status::ok();
@@ -142,14 +160,18 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
   ensure_scratch(n);
   pos_.resize(static_cast<size_t>(n));
   tables_.resize(static_cast<size_t>(n));
-  attn_seqs_.resize(seqs.size());
+  // Per layer group, every sequence reading through that group's tables.
+  const KvLayout& layout = kv.layout();
+  const size_t n_seqs = seqs.size();
+  attn_seqs_.resize(n_seqs * static_cast<size_t>(layout.n_groups()));
   {
     int64_t t = 0;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      attn_seqs_[i] = AttnSeq{t, seqs[i].n_tokens, seqs[i].pos0, seqs[i].blocks.data()};
+    for (size_t i = 0; i < n_seqs; ++i) {
+      for (int32_t g = 0; g < layout.n_groups(); ++g)
+        attn_seqs_[g * n_seqs + i] = AttnSeq{t, seqs[i].n_tokens, seqs[i].pos0, seqs[i].tables[g].data()};
       for (int32_t j = 0; j < seqs[i].n_tokens; ++j, ++t) {
         pos_[t] = seqs[i].pos0 + j;
-        tables_[t] = seqs[i].blocks.data();
+        tables_[t] = seqs[i].tables.data();
       }
     }
   }
@@ -166,6 +188,7 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
     const LayerWeights& L = weights_.layers[l];
     const bool local = c.layer_is_local[l];
     const RopeParams& rope = local ? c.rope_local : c.rope;
+    const int32_t group = layout.group_of(l);
     // Attention; xn_ holds this layer's attention-normed input.
     if (observer_) observer_(l, LinearInput::kAttention, xn_.data(), n, E);
     {
@@ -188,7 +211,7 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
       }
       const int32_t pos = pos_[t];
       rope_apply(qt, c.n_head, kt, c.n_head_kv, c.head_dim, pos, rope);
-      kv.store(l, tables_[t][pos >> shift], pos & mask, kt, vt);
+      kv.store(l, tables_[t][group][pos >> shift], pos & mask, kt, vt);
     });
     AttentionParams ap;
     ap.n_heads = c.n_head;
@@ -196,7 +219,8 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
     ap.head_dim = c.head_dim;
     ap.scale = c.attn_scale;
     ap.window = local ? c.sliding_window : 0;
-    attention_paged(q_.data(), attn_seqs_, kv.layer(l), ap, att_.data(), pool);
+    attention_paged(q_.data(), std::span<const AttnSeq>(attn_seqs_).subspan(group * n_seqs, n_seqs), kv.layer(l), ap,
+                    att_.data(), pool);
     if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd);
     matmul(L.wo, att_.data(), n, proj_.data(), pool);
     for_each_token(pool, n, E, [&](int64_t t) {

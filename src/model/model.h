@@ -81,7 +81,7 @@ class Model {
   int64_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<int32_t> pos_;
-  std::vector<const BlockId*> tables_;  // each token's block table
+  std::vector<const std::vector<BlockId>*> tables_;  // each token's block tables, per layer group
   std::vector<AttnSeq> attn_seqs_;
   std::vector<BatchSeq> pieces_;
   ActivationObserver observer_;

@@ -20,40 +20,11 @@ namespace {
 using testing_util::drain;
 using testing_util::greedy;
 using testing_util::load_tiny;
+using testing_util::mixed_workload;
 using testing_util::Outputs;
 using testing_util::run_alone;
+using testing_util::Workload;
 
-bool exact_batching() { return best_simd_target() == SimdTarget::kScalar; }
-#define REQUIRE_EXACT_BATCHING()                                                                       \
-  if (!exact_batching())                                                                             \
-  GTEST_SKIP() << "bit-exact batched outputs need the scalar kernels; ctest runs this test again as " \
-                  "the *_scalar entry with PAGODA_CPU=scalar"
-
-struct Workload {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int32_t> max_tokens;
-};
-
-// Mixed lengths; a third of the prompts start with the same 40 tokens, and one request in
-// eight generates 100 tokens more, growing by several blocks after it was admitted (the
-// scheduler keeps a block of headroom per running sequence, which shorter ones never
-// outgrow, so these are what run the pool dry and preempt).
-Workload mixed_workload(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> tok(3, vocab - 1), len(1, 90), out(4, 40);
-  std::vector<int32_t> shared(40);
-  for (int32_t& t : shared) t = tok(rng);
-  Workload w;
-  for (int i = 0; i < n; ++i) {
-    std::vector<int32_t> p;
-    if (i % 3 == 0) p = shared;
-    const int extra = len(rng);
-    for (int k = 0; k < extra; ++k) p.push_back(tok(rng));
-    w.prompts.push_back(p);
-    w.max_tokens.push_back(out(rng) + (i % 8 == 5 ? 100 : 0));
-  }
-  return w;
-}
 
 // 64 requests of mixed lengths under memory pressure, each compared with its run alone.
 void check_mixed_workload(const testing_util::TinyModel& m) {
@@ -238,7 +209,7 @@ TEST(Engine, SeededSamplesEqualSingleRequestsWithConsecutiveSeeds) {
 // draws from its own sampler, so a batch of seeded, forked and logprob-reporting requests
 // gets exactly the tokens each request draws alone (one row, drawn inline).
 TEST(Engine, SampledRequestsDrawInABatchWhatTheyDrawAlone) {
-  if (!exact_batching() && packed_kernels(DType::Q8_0) == nullptr)
+  if (!testing_util::exact_batching() && packed_kernels(DType::Q8_0) == nullptr)
     GTEST_SKIP() << "needs exact batching: the scalar target or repacked Q8_0 (AVX-512 VNNI)";
   ThreadPool pool(2);
   RandomModelSpec spec;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <random>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
+#include "kernels/simd_target.h"
 #include "model/random_model.h"
 
 namespace pagoda::testing_util {
@@ -43,6 +45,14 @@ using Outputs = std::map<std::pair<RequestId, int32_t>, std::vector<int32_t>>;
 
 // Steps the engine until it has no work, collecting tokens per (request, sample); fails
 // the test if a step errs or the engine stops making progress.
+// Bit-exact batched outputs need kernels whose per-token results do not depend on the
+// batch: the scalar target (ctest runs the engine tests again with PAGODA_CPU=scalar).
+inline bool exact_batching() { return best_simd_target() == SimdTarget::kScalar; }
+#define REQUIRE_EXACT_BATCHING()                                                                       \
+  if (!::pagoda::testing_util::exact_batching())                                                     \
+  GTEST_SKIP() << "bit-exact batched outputs need the scalar kernels; ctest runs this test again as " \
+                  "the engine_exact_scalar entry with PAGODA_CPU=scalar"
+
 inline Outputs drain(Engine& e, std::map<RequestId, FinishReason>* finish = nullptr) {
   Outputs out;
   int idle = 0;
@@ -83,6 +93,32 @@ inline std::unique_ptr<Engine> engine_with_blocks(Model& m, const Tokenizer* tok
   auto e = Engine::create(m, tok, c);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
   return e.is_ok() ? std::move(e.value()) : nullptr;
+}
+
+struct Workload {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> max_tokens;
+};
+
+// Mixed lengths; a third of the prompts start with the same 40 tokens, and one request in
+// eight generates 100 tokens more, growing by several blocks after it was admitted (the
+// scheduler keeps a block of headroom per running sequence, which shorter ones never
+// outgrow, so these are what run the pool dry and preempt).
+inline Workload mixed_workload(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> tok(3, vocab - 1), len(1, 90), out(4, 40);
+  std::vector<int32_t> shared(40);
+  for (int32_t& t : shared) t = tok(rng);
+  Workload w;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> p;
+    if (i % 3 == 0) p = shared;
+    const int extra = len(rng);
+    for (int k = 0; k < extra; ++k) p.push_back(tok(rng));
+    w.prompts.push_back(p);
+    w.max_tokens.push_back(out(rng) + (i % 8 == 5 ? 100 : 0));
+  }
+  return w;
 }
 
 inline RequestParams greedy(int32_t max_tokens) {

@@ -692,3 +692,67 @@ TEST(KvType, NamesParseBack) {
 
 }  // namespace
 }  // namespace pagoda
+
+// ---------------------------------------------------------------------------------------
+// Layer groups (kv_layout.h): a block holds the layers of one group.
+
+namespace pagoda {
+namespace {
+
+// Layers 0 and 2 windowed, 1 and 3 full: two groups of two layers.
+KvShape grouped_shape(KvType t) {
+  KvShape s = shape_of(4, 2, 4, 4, t);
+  s.windows = {8, 0, 8, 0};
+  return s;
+}
+
+TEST(KvStorage, ABlockOfAGroupedLayoutHoldsOneGroupsLayers) {
+  for (KvType t : kTypes) {
+    SCOPED_TRACE(kv_type_name(t));
+    const KvShape sh = grouped_shape(t);
+    EXPECT_EQ(KvStorage::bytes_per_block(sh), 2u * 2u * 4u * static_cast<size_t>(sh.row_bytes()));
+    const auto s = make(sh, 6);
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->layout().n_groups(), 2);
+    EXPECT_EQ(s->bytes(), 6 * KvStorage::bytes_per_block(sh));
+    // Same group: different rows. Same slot of different groups: the same rows, since a
+    // block belongs to one group's table at a time.
+    EXPECT_NE(s->k_row(0, 1, 2), s->k_row(2, 1, 2));
+    EXPECT_NE(s->v_row(1, 1, 2), s->v_row(3, 1, 2));
+    EXPECT_EQ(s->k_row(0, 1, 2), s->k_row(1, 1, 2));
+    EXPECT_EQ(s->v_row(2, 5, 3), s->v_row(3, 5, 3));
+    for (int32_t l = 0; l < 4; ++l) {
+      const PagedKv p = s->layer(l);
+      EXPECT_EQ(p.k, s->k_row(l, 0, 0));
+      EXPECT_EQ(s->v_row(l, 4, 1), static_cast<const uint8_t*>(p.v) + 4 * p.block_stride + p.row_stride);
+    }
+  }
+}
+
+TEST(KvStorage, CopyBlockCopiesEveryLayerOfTheGroup) {
+  const auto s = make(grouped_shape(KvType::kF16), 6);
+  ASSERT_NE(s, nullptr);
+  const int64_t rb = s->shape().row_bytes();
+  for (int32_t l : {0, 2})
+    for (int32_t slot = 0; slot < 4; ++slot) {
+      std::memset(s->k_row(l, 1, slot), 10 * l + slot + 1, static_cast<size_t>(rb));
+      std::memset(s->v_row(l, 1, slot), 10 * l + slot + 5, static_cast<size_t>(rb));
+    }
+  s->copy_block(1, 4, 3);
+  for (int32_t l : {0, 2})
+    for (int32_t slot = 0; slot < 3; ++slot) {
+      EXPECT_EQ(std::memcmp(s->k_row(l, 4, slot), s->k_row(l, 1, slot), static_cast<size_t>(rb)), 0) << l << " " << slot;
+      EXPECT_EQ(std::memcmp(s->v_row(l, 4, slot), s->v_row(l, 1, slot), static_cast<size_t>(rb)), 0) << l << " " << slot;
+    }
+  EXPECT_EQ(s->k_row(2, 4, 3)[0], 0) << "the row past n_rows was copied";
+}
+
+TEST(KvStorage, CreateRejectsWindowsThatDoNotMatchTheLayers) {
+  KvShape sh = shape_of(4, 2, 4, 4);
+  sh.windows = {8, 0, 8};
+  expect_rejected(sh, 4);
+  EXPECT_EQ(KvStorage::bytes_per_block(sh), 0u);
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,160 @@
+// The scheduler's bookkeeping for sliding-window layer groups (kv/kv_layout.h), with no
+// model: sequences are driven through schedule() and commit() by hand, one token
+// appended per decode. A windowed group's table releases exactly the blocks no later
+// token can see (the count of held blocks is checked after every step against the
+// formula), a prefix hit in a windowed group needs only the window before its end, and a
+// hit whose window blocks were evicted is cut back instead of reading freed memory.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine/scheduler.h"
+
+namespace pagoda {
+namespace {
+
+constexpr int32_t kBs = 4;
+constexpr int32_t kWindow = 8;
+
+struct Rig {
+  std::unique_ptr<KvStorage> storage;
+  std::unique_ptr<BlockPool> pool;
+  std::unique_ptr<Scheduler> sched;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+
+  explicit Rig(int32_t blocks) {
+    KvShape shape{2, 1, 4, kBs, KvType::kF16, {kWindow, 0}};  // layer 0 windowed, layer 1 full
+    storage = std::move(KvStorage::create(shape, blocks).value());
+    pool = std::make_unique<BlockPool>(blocks, kBs);
+    SchedulerConfig c;
+    c.max_num_batched_tokens = 64;
+    sched = std::make_unique<Scheduler>(c, *pool, *storage);
+  }
+  Sequence* add(std::vector<int32_t> prompt) {
+    auto s = std::make_unique<Sequence>();
+    s->id = static_cast<int64_t>(seqs.size());
+    s->arrival_order = s->id;
+    s->prompt_len = static_cast<int32_t>(prompt.size());
+    s->tokens = std::move(prompt);
+    sched->add(s.get());
+    seqs.push_back(std::move(s));
+    return seqs.back().get();
+  }
+  // One step: schedule, commit, and give every sequence whose tokens all ran a new token.
+  void step(int32_t next_token) {
+    const std::vector<ScheduledSeq> work = sched->schedule();
+    ASSERT_FALSE(work.empty());
+    sched->commit(work);
+    for (const ScheduledSeq& w : work)
+      if (w.seq->num_computed == w.seq->len()) w.seq->tokens.push_back(next_token);
+  }
+};
+
+std::vector<int32_t> tokens(int32_t n, int32_t first = 100) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) t[i] = first + i;
+  return t;
+}
+
+int32_t ceil_div(int32_t a, int32_t b) { return (a + b - 1) / b; }
+
+TEST(SchedulerWindow, WindowedGroupHoldsOnlyTheBlocksItsWindowStillSees) {
+  Rig r(64);
+  const KvLayout& layout = r.storage->layout();
+  ASSERT_EQ(layout.n_groups(), 2);
+  const int32_t win = layout.group_of(0), full = layout.group_of(1);
+  Sequence* s = r.add(tokens(10));
+  r.step(7);  // the prompt, whole
+  for (int32_t i = 0; i < 50; ++i) {
+    const int32_t pos = s->num_computed;  // the token the next step computes
+    r.step(7);
+    // Held now: every block up to pos in the full group; in the windowed one, from the
+    // first block holding pos - window + 1.
+    const int32_t upto = ceil_div(pos + 1, kBs);
+    const int32_t first = pos < kWindow ? 0 : (pos - kWindow + 1) / kBs;
+    EXPECT_EQ(r.pool->num_used(), upto + (upto - first)) << "at position " << pos;
+    const std::vector<BlockId>& wt = s->tables[win];
+    ASSERT_EQ(static_cast<int32_t>(wt.size()), upto);
+    for (int32_t b = 0; b < upto; ++b) EXPECT_EQ(wt[b] == kNoBlock, b < first) << "position " << pos << " block " << b;
+    for (BlockId b : s->tables[full]) EXPECT_NE(b, kNoBlock);
+  }
+  r.sched->finish(s);
+  EXPECT_EQ(r.pool->num_used(), 0);
+}
+
+// A runs its 40-token prompt and decodes to 60 tokens, then finishes; its blocks stay in
+// the prefix cache (its windowed blocks 0..12 were released while it decoded, 13 and 14
+// when it finished).
+Sequence* run_a(Rig& r) {
+  Sequence* a = r.add(tokens(40));
+  r.step(500);
+  while (a->len() < 61) r.step(500 + a->len());
+  EXPECT_EQ(a->num_computed, 60);
+  r.sched->finish(a);
+  EXPECT_EQ(r.pool->num_used(), 0);
+  return a;
+}
+
+TEST(SchedulerWindow, PrefixHitNeedsOnlyTheWindowBeforeItsEnd) {
+  Rig r(64);
+  const std::vector<int32_t> a_tokens = run_a(r)->tokens;
+  // Evict the windowed blocks A released first (after the never used ones): 0..12.
+  std::vector<BlockId> taken;
+  ASSERT_TRUE(r.pool->allocate(64 - 30 + 13, taken));
+  r.pool->release_all(taken);
+  // B shares A's 60 computed tokens: 15 full blocks hit, the windowed group needs only
+  // blocks 13 and 14 (positions from 60 - 8 + 1 = 53 on).
+  std::vector<int32_t> b_prompt(a_tokens.begin(), a_tokens.begin() + 60);
+  b_prompt.push_back(9);
+  Sequence* b = r.add(b_prompt);
+  r.step(1);
+  EXPECT_EQ(r.sched->stats().prefix_hit_tokens, 60);
+  const int32_t win = r.storage->layout().group_of(0);
+  for (int32_t i = 0; i < 13; ++i) EXPECT_EQ(b->tables[win][i], kNoBlock) << i;
+  EXPECT_NE(b->tables[win][13], kNoBlock);
+  r.sched->finish(b);
+  EXPECT_EQ(r.pool->num_used(), 0);
+}
+
+TEST(SchedulerWindow, PrefixHitIsCutBackWhereTheWindowWasEvicted) {
+  Rig r(64);
+  const std::vector<int32_t> a_tokens = run_a(r)->tokens;
+  std::vector<BlockId> taken;
+  ASSERT_TRUE(r.pool->allocate(64 - 30 + 11, taken));  // evicts windowed blocks 0..10
+  r.pool->release_all(taken);
+  // C shares A's first 44 tokens: the full group still has all 11 blocks, but the window
+  // before position 44 needs windowed blocks 9 and 10, and no shorter prefix has its
+  // window cached either.
+  std::vector<int32_t> c_prompt(a_tokens.begin(), a_tokens.begin() + 44);
+  c_prompt.push_back(9);
+  Sequence* c = r.add(c_prompt);
+  r.step(1);
+  EXPECT_EQ(r.sched->stats().prefix_hit_tokens, 0);
+  EXPECT_EQ(c->num_computed, 45);
+  for (const std::vector<BlockId>& t : c->tables)
+    for (BlockId b : t) EXPECT_NE(b, kNoBlock);
+  r.sched->finish(c);
+  EXPECT_EQ(r.pool->num_used(), 0);
+}
+
+TEST(SchedulerWindow, PreemptedSequenceComesBackThroughItsOwnWindowBlocks) {
+  // Two sequences in a pool that cannot hold both at length 40: one is preempted and,
+  // readmitted, finds its full blocks and its window in the prefix cache.
+  Rig r(24);
+  Sequence* a = r.add(tokens(12, 100));
+  Sequence* b = r.add(tokens(12, 300));
+  bool a_done = false, b_done = false;
+  for (int i = 0; i < 300 && !(a_done && b_done); ++i) {
+    r.step(5);
+    if (!a_done && a->len() >= 40) r.sched->finish(a), a_done = true;
+    if (!b_done && b->len() >= 40) r.sched->finish(b), b_done = true;
+  }
+  EXPECT_TRUE(a_done && b_done);
+  EXPECT_GT(r.sched->stats().preemptions, 0);
+  EXPECT_GT(r.sched->stats().prefix_hit_tokens, 0);
+  EXPECT_EQ(r.pool->num_used(), 0);
+}
+
+}  // namespace
+}  // namespace pagoda
