@@ -5,7 +5,9 @@
 #include <map>
 
 #include "gguf/gguf_file.h"
+#include "engine/engine.h"
 #include "kernels/packed_weights.h"
+#include "kv/kv_storage.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "cli/commands.h"
@@ -94,7 +96,13 @@ int run_inspect() {
   }
   const ModelConfig& c = (*model)->config();
   const int32_t ctx = std::min(g_args.ctx, c.n_ctx_train);
-  const size_t kv = KvCache::bytes_needed(c.n_layer, ctx, c.kv_dim());
+  // One sequence of ctx positions in the engine's pool: sliding-window layers hold only
+  // their window (kv/kv_layout.h).
+  const EngineConfig ec;
+  const KvShape shape = Engine::kv_shape(c, ec);
+  const size_t kv_full = KvCache::bytes_needed(c.n_layer, ctx, c.kv_dim());
+  const size_t kv = KvStorage::bytes_per_block(shape) *
+                    static_cast<size_t>(shape.layout().max_blocks_for(ctx, ec.block_size, ec.scheduler.max_num_batched_tokens));
   fmt::print("model: {} | layers {} | embd {} | heads {} (kv {}) x {} | ffn {} | vocab {} | trained ctx {}\n",
              c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train);
   // A tied embedding table that gets repacked for the output projection is kept twice:
@@ -102,10 +110,15 @@ int run_inspect() {
   const WeightView& out = (*model)->weights().output;
   const bool tied = out.data == (*model)->weights().tok_embd.data;
   const size_t copy = tied && packed_kernels(out.type) != nullptr ? packed_bytes(out.type, out.rows, out.cols) : 0;
-  fmt::print("memory at ctx {}: weights {} (mmap){} + KV cache {} (FP16) = {}\n", ctx,
+  fmt::print("memory at ctx {}: weights {} (mmap){} + KV cache {} (FP16{}) = {}\n", ctx,
              human_size(static_cast<double>(bytes)),
              copy > 0 ? fmt::format(" + output panels {}", human_size(static_cast<double>(copy))) : std::string(),
-             human_size(static_cast<double>(kv)), human_size(static_cast<double>(bytes + copy + kv)));
+             human_size(static_cast<double>(kv)),
+             shape.layout().has_windows()
+                 ? fmt::format("; sliding-window layers keep {} positions, {} for all positions of every layer",
+                               c.sliding_window, human_size(static_cast<double>(kv_full)))
+                 : std::string(),
+             human_size(static_cast<double>(bytes + copy + kv)));
   return 0;
 }
 
