@@ -41,7 +41,9 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   if (max_len <= 0) max_len = 4096;
   const KvShape shape = kv_shape(mc, config);
   const KvLayout layout = shape.layout();
-  const int32_t chunk = sc.max_num_batched_tokens;
+  // The most tokens of one sequence computed in a step: static batching prefills whole
+  // prompts, so there a windowed group may need every block of the prompt at once.
+  const int32_t chunk = sc.mode == ScheduleMode::kStatic ? INT32_MAX / 2 : sc.max_num_batched_tokens;
   size_t bytes = config.kv_cache_bytes;
   if (bytes == 0) {
     const size_t want = KvStorage::bytes_per_block(shape) *

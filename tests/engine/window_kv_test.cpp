@@ -100,6 +100,25 @@ TEST(EngineWindowKv, ReleasingWindowBlocksChangesNoTokenAndHoldsAWindow) {
   EXPECT_LE(peak_bytes[1], (19u + 5u * 2u) * 2u * layer_block);
 }
 
+// Static batching prefills a prompt whole, so its windowed groups hold every prompt
+// block for that step: the longest request the pool admits is sized for that, and one
+// that long runs instead of waiting forever.
+TEST(EngineWindowKv, StaticBatchingAdmitsTheLongestRequestThePoolHolds) {
+  ThreadPool pool(2);
+  TinyModel m = load_windowed(pool);
+  EngineConfig c;
+  c.scheduler.mode = ScheduleMode::kStatic;
+  c.scheduler.max_num_batched_tokens = 16;  // would allow 720 positions if prompts came in chunks
+  const int32_t groups = Engine::kv_shape(m.model->config(), c).layout().n_groups();
+  auto e = testing_util::engine_with_blocks(*m.model, m.tok.get(), 10 * groups, c);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->max_model_len(), 160);
+  const RequestId id = *e->add_request(prompt_of(150, 4), greedy(10));
+  Outputs got = drain(*e);
+  EXPECT_EQ((got[{id, 0}].size()), 10u);
+  EXPECT_EQ(e->stats().used_blocks, 0);
+}
+
 TEST(EngineWindowKv, LongRequestMatchesTheContiguousCache) {
   REQUIRE_EXACT_BATCHING();
   ThreadPool pool(2);
