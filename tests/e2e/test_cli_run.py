@@ -61,6 +61,32 @@ def test_run_no_stats_and_ids_out(pagoda, gen_model, tmp_path):
     assert all(0 <= t < VOCAB for t in ids["generated_ids"])
 
 
+def test_sliding_window_blocks_released_or_kept_give_the_same_tokens(pagoda, gen_model, tmp_path):
+    """Gemma 3's windowed layers release the KV blocks that left the window (the default);
+    over a prompt and output many windows long (window 8) the tokens equal those of a run
+    that keeps every position, and inspect counts the smaller KV."""
+    model = gen_model("gemma3", "F32", layers=12)
+    runs = []
+    for flag in ([], ["--disable-hybrid-kv-cache-manager"]):
+        ids_out = tmp_path / f"ids{len(flag)}.json"
+        rc, out, err = pagoda("run", "-m", model, "--prompt-ids", ids_arg(range(3, 203)), "-n", 100, "--temp", 0,
+                              "--ignore-eos", "-t", 2, "--no-stats", "--ids-out", ids_out, *flag)
+        assert rc == 0, err
+        runs.append(json.loads(ids_out.read_text())["generated_ids"])
+    assert len(runs[0]) == 100 and runs[0] == runs[1]
+    rc, out, err = pagoda("inspect", model, "-c", 2048)
+    assert rc == 0, err
+    size = r"([0-9.]+) ([KMG]iB)"
+    m = re.search(rf"KV cache {size} \(FP16; sliding-window layers keep 8 positions, {size} for all", out)
+    assert m, out
+    unit = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    held, full = float(m.group(1)) * unit[m.group(2)], float(m.group(3)) * unit[m.group(4)]
+    # In blocks of 16: 2 global layers hold all 2048 positions, 10 local ones (5 groups of
+    # 2) a 512-token prefill chunk plus their window, 34 blocks: (128 * 2 + 5 * 34 * 2) /
+    # (128 * 12) of the full size.
+    assert held == pytest.approx(full * (128 * 2 + 5 * 34 * 2) / (128 * 12), rel=0.01), out
+
+
 @pytest.mark.parametrize("arch,fmt", [("gemma3", "Q8_0"), ("qwen2", "Q4_0"), ("llama", "F16")])
 def test_inspect_reports_arch_formats_params(pagoda, gen_model, arch, fmt):
     model = gen_model(arch, fmt)
