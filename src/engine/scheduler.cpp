@@ -116,8 +116,6 @@ int32_t Scheduler::claim_cached_prefix(Sequence* s) {
       if (layout_.window(g) <= 0) all = cached(g, hits).has_value();
     if (!all) break;
   }
-  // Blocks looked up: through the first miss.
-  stats_.prefix_query_tokens += static_cast<int64_t>(std::min(hits + 1, max_blocks)) * bs;
   // ...cut back until every windowed group also has the blocks the window before its end
   // covers (cached_run_[i]: how many blocks up to i are cached there, consecutively).
   // A cut for one group can move the window of another back past what it has cached, so
@@ -131,7 +129,6 @@ int32_t Scheduler::claim_cached_prefix(Sequence* s) {
       while (hits > 0 && cached_run_[hits - 1] < hits - layout_.first_live_block(g, hits * bs, bs)) --hits;
     }
   }
-  stats_.prefix_hit_tokens += static_cast<int64_t>(hits) * bs;
   for (int32_t g = 0; g < layout_.n_groups(); ++g) {
     std::vector<BlockId>& table = s->tables[g];
     const int32_t live = layout_.first_live_block(g, hits * bs, bs);
@@ -147,6 +144,14 @@ int32_t Scheduler::claim_cached_prefix(Sequence* s) {
   }
   s->num_hashed_blocks = hits;
   return hits * bs;
+}
+
+void Scheduler::count_prefix_lookup(const Sequence* s, int32_t cached) {
+  if (!config_.prefix_caching) return;
+  // As vLLM counts them: every token of an admitted sequence was a query. Counted at
+  // admission only, since a sequence waiting for memory looks its prefix up every step.
+  stats_.prefix_query_tokens += s->len();
+  stats_.prefix_hit_tokens += cached;
 }
 
 void Scheduler::hash_full_blocks(Sequence* s) {
@@ -224,6 +229,7 @@ void Scheduler::schedule_continuous() {
       break;
     }
     waiting_.erase(it);
+    count_prefix_lookup(s, cached);
     s->status = SeqStatus::kRunning;
     running_.push_back(s);
     work_.push_back({s, want});
@@ -257,12 +263,14 @@ void Scheduler::schedule_static() {
     size_t taken = 0;
     while (taken < static_cast<size_t>(rows)) {
       Sequence* s = waiting_[taken];
-      s->num_computed = claim_cached_prefix(s);
+      const int32_t cached = claim_cached_prefix(s);
+      s->num_computed = cached;
       if (s->output_len() == 0) s->cached_prompt_tokens = s->num_computed;
       if (!reserve(s, static_cast<int32_t>(length)) && (!running_.empty() || !reserve(s, s->len()))) {
         release(s);
         break;
       }
+      count_prefix_lookup(s, cached);
       s->status = SeqStatus::kRunning;
       running_.push_back(s);
       work_.push_back({s, s->len() - s->num_computed});

@@ -61,7 +61,7 @@ struct ScheduledSeq {
 
 struct SchedulerStats {
   int64_t preemptions = 0;
-  int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_query_tokens = 0;  // tokens of admitted sequences (all looked up in the prefix cache)
   int64_t prefix_hit_tokens = 0;    // of those, found
 };
 
@@ -101,6 +101,8 @@ class Scheduler {
   // Retains the cached blocks of s's longest cached prompt prefix; returns the tokens
   // they cover.
   int32_t claim_cached_prefix(Sequence* s);
+  // Adds an admitted sequence's tokens and its cached prefix to the prefix cache stats.
+  void count_prefix_lookup(const Sequence* s, int32_t cached);
   void hash_full_blocks(Sequence* s);
   void schedule_continuous();
   void schedule_static();

@@ -302,6 +302,33 @@ TEST(Engine, AdmissionLeavesEachRunningSequenceAFreeBlock) {
   EXPECT_EQ(e->stats().preemptions, 0);
 }
 
+// Prefix cache statistics count as vLLM's do (every token of an admitted sequence is a
+// query), once per admission: a request that waits for memory looks its prefix up at
+// every step, but its hit is counted when it gets in.
+TEST(Engine, PrefixStatsCountAWaitingRequestOnce) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_prefix_stats");
+  auto e = testing_util::engine_with_blocks(*m.model, m.tok.get(), 10);
+  ASSERT_NE(e, nullptr);
+  std::vector<int32_t> p(40), a(60), b;
+  for (int i = 0; i < 40; ++i) p[i] = 400 + i;
+  for (int i = 0; i < 60; ++i) a[i] = 10 + i;
+  b = p;
+  for (int i = 0; i < 40; ++i) b.push_back(200 + i);
+  ASSERT_TRUE(e->add_request(p, greedy(8)).is_ok());
+  drain(*e);  // its first 2 blocks (32 tokens) stay cached
+  ASSERT_TRUE(e->add_request(a, greedy(30)).is_ok());
+  ASSERT_TRUE(e->add_request(b, greedy(4)).is_ok());
+  int waited = 0;
+  while (e->has_work()) {
+    ASSERT_TRUE(e->step().is_ok());
+    waited += e->stats().num_waiting > 0 ? 1 : 0;
+  }
+  EXPECT_GT(waited, 3) << "the second request was meant to wait for the first";
+  EXPECT_EQ(e->stats().prefix_query_tokens, 40 + 60 + 80);
+  EXPECT_EQ(e->stats().prefix_hit_tokens, 32);
+}
+
 TEST(Engine, OutOfKvMemoryQueuesAndPreemptsButCompletesEveryRequest) {
   ThreadPool pool(2);
   auto m = load_tiny(pool, "engine_oom");
