@@ -96,13 +96,16 @@ int run_inspect() {
   }
   const ModelConfig& c = (*model)->config();
   const int32_t ctx = std::min(g_args.ctx, c.n_ctx_train);
-  // One sequence of ctx positions in the engine's pool: sliding-window layers hold only
-  // their window (kv/kv_layout.h).
+  // One sequence of ctx positions in the engine's pool at its defaults: sliding-window
+  // layers hold their window plus a prefill chunk (kv/kv_layout.h).
   const EngineConfig ec;
   const KvShape shape = Engine::kv_shape(c, ec);
+  const bool windows = shape.layout().has_windows();
   const size_t kv_full = KvCache::bytes_needed(c.n_layer, ctx, c.kv_dim());
-  const size_t kv = KvStorage::bytes_per_block(shape) *
-                    static_cast<size_t>(shape.layout().max_blocks_for(ctx, ec.block_size, ec.scheduler.max_num_batched_tokens));
+  const size_t kv = !windows ? kv_full
+                             : KvStorage::bytes_per_block(shape) *
+                                   static_cast<size_t>(shape.layout().max_blocks_for(
+                                       ctx, ec.block_size, ec.scheduler.max_num_batched_tokens));
   fmt::print("model: {} | layers {} | embd {} | heads {} (kv {}) x {} | ffn {} | vocab {} | trained ctx {}\n",
              c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train);
   // A tied embedding table that gets repacked for the output projection is kept twice:
@@ -114,10 +117,11 @@ int run_inspect() {
              human_size(static_cast<double>(bytes)),
              copy > 0 ? fmt::format(" + output panels {}", human_size(static_cast<double>(copy))) : std::string(),
              human_size(static_cast<double>(kv)),
-             shape.layout().has_windows()
-                 ? fmt::format("; sliding-window layers keep {} positions, {} for all positions of every layer",
-                               c.sliding_window, human_size(static_cast<double>(kv_full)))
-                 : std::string(),
+             windows ? fmt::format("; sliding-window layers keep their {}-position window and a {}-token prefill "
+                                   "chunk, {} for all positions of every layer",
+                                   c.sliding_window, ec.scheduler.max_num_batched_tokens,
+                                   human_size(static_cast<double>(kv_full)))
+                     : std::string(),
              human_size(static_cast<double>(bytes + copy + kv)));
   return 0;
 }

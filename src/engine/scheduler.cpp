@@ -28,10 +28,14 @@ void Scheduler::add_running(Sequence* s) {
 }
 
 void Scheduler::release(Sequence* s) {
-  for (std::vector<BlockId>& table : s->tables) {
-    pool_.release_all(table);
-    table.clear();
-  }
+  // Full-attention groups first: the window blocks at a sequence's end, without which no
+  // prefix of it can be reused, are the last of its blocks to be evicted.
+  for (const bool windowed : {false, true})
+    for (int32_t g = 0; g < layout_.n_groups(); ++g) {
+      if ((layout_.window(g) > 0) != windowed) continue;
+      pool_.release_all(s->tables[g]);
+      s->tables[g].clear();
+    }
   s->num_computed = 0;
   s->num_hashed_blocks = 0;
 }
@@ -116,17 +120,16 @@ int32_t Scheduler::claim_cached_prefix(Sequence* s) {
       if (layout_.window(g) <= 0) all = cached(g, hits).has_value();
     if (!all) break;
   }
-  // ...cut back until every windowed group also has the blocks the window before its end
-  // covers (cached_run_[i]: how many blocks up to i are cached there, consecutively).
-  // A cut for one group can move the window of another back past what it has cached, so
-  // this runs until no group cuts.
+  // ...cut back until every windowed group also has the blocks of the window before the
+  // prefix's end: a missing block i rules out every prefix whose window covers it, so the
+  // next candidate ends at i. A cut for one group moves the others' windows back, so this
+  // runs until no group cuts.
   for (int32_t before = -1; before != hits;) {
     before = hits;
     for (int32_t g = 0; g < layout_.n_groups(); ++g) {
       if (layout_.window(g) <= 0) continue;
-      cached_run_.assign(static_cast<size_t>(hits), 0);
-      for (int32_t i = 0; i < hits; ++i) cached_run_[i] = cached(g, i) ? (i > 0 ? cached_run_[i - 1] : 0) + 1 : 0;
-      while (hits > 0 && cached_run_[hits - 1] < hits - layout_.first_live_block(g, hits * bs, bs)) --hits;
+      for (int32_t i = hits - 1; i >= layout_.first_live_block(g, hits * bs, bs); --i)
+        if (!cached(g, i)) hits = i;  // the loop bound moves back with it
     }
   }
   for (int32_t g = 0; g < layout_.n_groups(); ++g) {
@@ -178,6 +181,9 @@ const std::vector<ScheduledSeq>& Scheduler::schedule() {
 }
 
 void Scheduler::schedule_continuous() {
+  // Blocks that left the windows go back first, so they count as free below, also for
+  // sequences this step does not reach.
+  for (Sequence* s : running_) release_out_of_window(s);
   int32_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
   // Running sequences first, in admission order; out of blocks, the sequence served last

@@ -116,7 +116,6 @@ class Scheduler {
   std::vector<Sequence*> waiting_;
   std::vector<Sequence*> running_;
   std::vector<ScheduledSeq> work_;
-  std::vector<int32_t> cached_run_;  // claim_cached_prefix's scratch
   SchedulerStats stats_;
 };
 

@@ -84,8 +84,10 @@ void BlockPool::release_all(std::span<const BlockId> table) {
 
 BlockHash BlockPool::group_hash(BlockHash h, int32_t g) {
   if (g == 0) return h;
-  const uint64_t salt[2] = {h, static_cast<uint64_t>(g)};
-  return XXH3_64bits(salt, sizeof(salt));
+  // Token hashes cover at least 12 bytes (parent hash and one token) with seed 0; the
+  // group's seed over the 8 bytes of h alone cannot reproduce one of them by layout (as
+  // hashing {h, g} did: the same bytes as a 2-token block [g, 0] after h).
+  return XXH3_64bits_withSeed(&h, sizeof(h), 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(g));
 }
 
 BlockHash BlockPool::hash_tokens(BlockHash parent, std::span<const int32_t> tokens) {

@@ -77,7 +77,7 @@ def test_sliding_window_blocks_released_or_kept_give_the_same_tokens(pagoda, gen
     rc, out, err = pagoda("inspect", model, "-c", 2048)
     assert rc == 0, err
     size = r"([0-9.]+) ([KMG]iB)"
-    m = re.search(rf"KV cache {size} \(FP16; sliding-window layers keep 8 positions, {size} for all", out)
+    m = re.search(rf"KV cache {size} \(FP16; sliding-window layers keep their 8-position window and a 512-token prefill chunk, {size} for all", out)
     assert m, out
     unit = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
     held, full = float(m.group(1)) * unit[m.group(2)], float(m.group(3)) * unit[m.group(4)]

@@ -23,10 +23,12 @@ struct Rig {
   std::unique_ptr<Scheduler> sched;
   std::vector<std::unique_ptr<Sequence>> seqs;
 
-  explicit Rig(int32_t blocks) {
-    KvShape shape{2, 1, 4, kBs, KvType::kF16, {kWindow, 0}};  // layer 0 windowed, layer 1 full
+  // Default: layer 0 windowed, layer 1 full.
+  explicit Rig(int32_t blocks, int32_t bs = kBs, std::vector<int32_t> windows = {kWindow, 0}) {
+    const int32_t n_layer = static_cast<int32_t>(windows.size());
+    KvShape shape{n_layer, 1, 4, bs, KvType::kF16, std::move(windows)};
     storage = std::move(KvStorage::create(shape, blocks).value());
-    pool = std::make_unique<BlockPool>(blocks, kBs);
+    pool = std::make_unique<BlockPool>(blocks, bs);
     SchedulerConfig c;
     c.max_num_batched_tokens = 64;
     sched = std::make_unique<Scheduler>(c, *pool, *storage);
@@ -135,6 +137,28 @@ TEST(SchedulerWindow, PrefixHitIsCutBackWhereTheWindowWasEvicted) {
   for (const std::vector<BlockId>& t : c->tables)
     for (BlockId b : t) EXPECT_NE(b, kNoBlock);
   r.sched->finish(c);
+  EXPECT_EQ(r.pool->num_used(), 0);
+}
+
+// Each group's blocks are cached under a hash of their own. At block size 2 a group's
+// hash of block i once equalled the token hash of block i + 1 when that block held the
+// tokens [g, 0], so the second request below got group 2's block as group 0's.
+TEST(SchedulerWindow, AHitFindsEachGroupsOwnBlocksAtBlockSizeTwo) {
+  Rig r(64, 2, {0, 2, 0});  // groups 0 and 1 full, group 2 windowed
+  const std::vector<int32_t> prompt = {1, 3, 2, 0, 1, 3, 1};
+  Sequence* a = r.add(prompt);
+  r.step(5);
+  const std::vector<std::vector<BlockId>> a_tables = a->tables;
+  r.sched->finish(a);
+  Sequence* b = r.add(prompt);
+  r.step(5);
+  EXPECT_EQ(r.sched->stats().prefix_hit_tokens, 6);
+  for (int32_t g = 0; g < 3; ++g)
+    for (int32_t i = 0; i < 3; ++i)
+      if (b->tables[g][i] != kNoBlock) {
+        EXPECT_EQ(b->tables[g][i], a_tables[g][i]) << "group " << g << " block " << i;
+      }
+  r.sched->finish(b);
   EXPECT_EQ(r.pool->num_used(), 0);
 }
 

@@ -134,7 +134,7 @@ TEST(EngineWindowKv, LongRequestMatchesTheContiguousCache) {
 }
 
 // The mixed workload of engine_test.cpp (shared prefixes, chunked prefill, preemption)
-// with longer outputs, in a pool of 12 blocks per layer group.
+// with longer outputs, in a pool of 10 blocks per layer group.
 TEST(EngineWindowKv, MixedWorkloadUnderMemoryPressureMatchesTheContiguousCache) {
   REQUIRE_EXACT_BATCHING();
   ThreadPool pool(2);
@@ -147,7 +147,7 @@ TEST(EngineWindowKv, MixedWorkloadUnderMemoryPressureMatchesTheContiguousCache) 
   c.scheduler.max_num_seqs = 16;
   c.scheduler.max_num_batched_tokens = 64;
   const KvShape shape = Engine::kv_shape(m.model->config(), c);
-  c.kv_cache_bytes = KvStorage::bytes_per_block(shape) * 12 * static_cast<size_t>(shape.layout().n_groups());
+  c.kv_cache_bytes = KvStorage::bytes_per_block(shape) * 10 * static_cast<size_t>(shape.layout().n_groups());
   auto e = Engine::create(*m.model, m.tok.get(), c);
   ASSERT_TRUE(e.is_ok());
   std::vector<RequestId> ids;

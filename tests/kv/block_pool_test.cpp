@@ -227,6 +227,29 @@ TEST(BlockPool, HashTokensHasNoCollisionsOverManySmallBlocks) {
   EXPECT_EQ(std::adjacent_find(seen.begin(), seen.end()), seen.end());
 }
 
+// A layer group's hash of a block must collide neither with another group's nor with the
+// token hash of any block, whatever the block size (hashing {h, g} as 16 bytes equalled
+// the token hash of the 2-token block [g, 0] after h).
+TEST(BlockPool, GroupHashesStayApartFromEachOtherAndFromTokenHashes) {
+  std::vector<BlockHash> seen;
+  for (BlockHash h : {BlockHash{0}, BlockHash{1}, BlockPool::hash_tokens(0, std::vector<int32_t>{5, 6})}) {
+    for (int32_t g = 0; g < 40; ++g) seen.push_back(BlockPool::group_hash(h, g));
+    for (int32_t a = 0; a < 40; ++a)
+      for (int32_t b : {0, 1, 7}) {
+        const int32_t one[1] = {a};
+        const int32_t two[2] = {a, b};
+        seen.push_back(BlockPool::hash_tokens(h, one));
+        seen.push_back(BlockPool::hash_tokens(h, two));
+      }
+  }
+  EXPECT_EQ(BlockPool::group_hash(42, 0), 42u) << "group 0 keeps the token hash";
+  std::sort(seen.begin(), seen.end());
+  // Group 0 is the token hash itself, and one-token blocks repeat across b: drop exact
+  // repeats of the same computation by counting distinct values against distinct inputs.
+  const size_t distinct = static_cast<size_t>(std::unique(seen.begin(), seen.end()) - seen.begin());
+  EXPECT_EQ(distinct, 3u * (40 + 40 + 40 * 3)) << "a group hash equals another group's or a token hash";
+}
+
 // ---------------------------------------------------------------------------------------
 // Prefix cache
 
