@@ -257,22 +257,10 @@ TEST(Engine, CachedPrefixIsReusedAndChangesNothing) {
   b.push_back(77);
   auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
   ASSERT_TRUE(e.is_ok());
-  const RequestId ia = *(*e)->add_request(a, greedy(8));
-  Outputs ga = drain(**e);
-  const RequestId ib = *(*e)->add_request(b, greedy(8));
-  int32_t cached = -1;
-  Outputs gb;
-  while ((*e)->has_work()) {
-    auto r = (*e)->step();
-    ASSERT_TRUE(r.is_ok());
-    for (const StepOutput& o : *r) {
-      gb[{o.request, o.index}].push_back(o.token);
-      cached = o.cached_prompt_tokens;
-    }
-  }
-  EXPECT_EQ(cached, 80) << "5 full blocks of the 91-token prompt are shared with the first";
-  EXPECT_EQ((ga[{ia, 0}]), run_alone(*m.model, m.tok.get(), a, greedy(8)));
-  EXPECT_EQ((gb[{ib, 0}]), run_alone(*m.model, m.tok.get(), b, greedy(8)));
+  const testing_util::ReuseRun got = testing_util::run_then_reuse(**e, a, b, 8);
+  EXPECT_EQ(got.b_cached, 80) << "5 full blocks of the 91-token prompt are shared with the first";
+  EXPECT_EQ(got.a, run_alone(*m.model, m.tok.get(), a, greedy(8)));
+  EXPECT_EQ(got.b, run_alone(*m.model, m.tok.get(), b, greedy(8)));
 }
 
 // --- Checks that hold on every target ------------------------------------------------

@@ -129,4 +129,30 @@ inline RequestParams greedy(int32_t max_tokens) {
   return p;
 }
 
+// Request a to the end, then request b on the same engine: each one's tokens, and how
+// many of b's prompt tokens came from the prefix cache.
+struct ReuseRun {
+  std::vector<int32_t> a, b;
+  int32_t b_cached = -1;
+};
+inline ReuseRun run_then_reuse(Engine& e, const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                               int32_t max_tokens) {
+  ReuseRun out;
+  const auto ia = e.add_request(a, greedy(max_tokens));
+  EXPECT_TRUE(ia.is_ok());
+  out.a = drain(e)[{*ia, 0}];
+  const auto ib = e.add_request(b, greedy(max_tokens));
+  EXPECT_TRUE(ib.is_ok());
+  while (e.has_work()) {
+    auto r = e.step();
+    EXPECT_TRUE(r.is_ok());
+    if (!r.is_ok()) break;
+    for (const StepOutput& o : *r) {
+      out.b.push_back(o.token);
+      out.b_cached = o.cached_prompt_tokens;
+    }
+  }
+  return out;
+}
+
 }  // namespace pagoda::testing_util

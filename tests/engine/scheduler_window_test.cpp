@@ -98,18 +98,24 @@ Sequence* run_a(Rig& r) {
   return a;
 }
 
+// Runs A in a pool of 64, then evicts the first `evicted` windowed blocks A released
+// (they follow the 34 blocks A never used in the free queue) by taking and returning
+// blocks; returns a prompt of A's first n tokens and one more.
+std::vector<int32_t> a_prefix_after_eviction(Rig& r, int32_t evicted, size_t n) {
+  const std::vector<int32_t> a_tokens = run_a(r)->tokens;
+  std::vector<BlockId> taken;
+  EXPECT_TRUE(r.pool->allocate(64 - 30 + evicted, taken));
+  r.pool->release_all(taken);
+  std::vector<int32_t> prompt(a_tokens.begin(), a_tokens.begin() + static_cast<std::ptrdiff_t>(n));
+  prompt.push_back(9);
+  return prompt;
+}
+
 TEST(SchedulerWindow, PrefixHitNeedsOnlyTheWindowBeforeItsEnd) {
   Rig r(64);
-  const std::vector<int32_t> a_tokens = run_a(r)->tokens;
-  // Evict the windowed blocks A released first (after the never used ones): 0..12.
-  std::vector<BlockId> taken;
-  ASSERT_TRUE(r.pool->allocate(64 - 30 + 13, taken));
-  r.pool->release_all(taken);
-  // B shares A's 60 computed tokens: 15 full blocks hit, the windowed group needs only
-  // blocks 13 and 14 (positions from 60 - 8 + 1 = 53 on).
-  std::vector<int32_t> b_prompt(a_tokens.begin(), a_tokens.begin() + 60);
-  b_prompt.push_back(9);
-  Sequence* b = r.add(b_prompt);
+  // Windowed blocks 0..12 evicted. B shares A's 60 computed tokens: 15 full blocks hit,
+  // the windowed group needs only blocks 13 and 14 (positions from 60 - 8 + 1 = 53 on).
+  Sequence* b = r.add(a_prefix_after_eviction(r, 13, 60));
   r.step(1);
   EXPECT_EQ(r.sched->stats().prefix_hit_tokens, 60);
   const int32_t win = r.storage->layout().group_of(0);
@@ -121,16 +127,10 @@ TEST(SchedulerWindow, PrefixHitNeedsOnlyTheWindowBeforeItsEnd) {
 
 TEST(SchedulerWindow, PrefixHitIsCutBackWhereTheWindowWasEvicted) {
   Rig r(64);
-  const std::vector<int32_t> a_tokens = run_a(r)->tokens;
-  std::vector<BlockId> taken;
-  ASSERT_TRUE(r.pool->allocate(64 - 30 + 11, taken));  // evicts windowed blocks 0..10
-  r.pool->release_all(taken);
-  // C shares A's first 44 tokens: the full group still has all 11 blocks, but the window
-  // before position 44 needs windowed blocks 9 and 10, and no shorter prefix has its
-  // window cached either.
-  std::vector<int32_t> c_prompt(a_tokens.begin(), a_tokens.begin() + 44);
-  c_prompt.push_back(9);
-  Sequence* c = r.add(c_prompt);
+  // Windowed blocks 0..10 evicted. C shares A's first 44 tokens: the full group still
+  // has all 11 blocks, but the window before position 44 needs windowed blocks 9 and 10,
+  // and no shorter prefix has its window cached either.
+  Sequence* c = r.add(a_prefix_after_eviction(r, 11, 44));
   r.step(1);
   EXPECT_EQ(r.sched->stats().prefix_hit_tokens, 0);
   EXPECT_EQ(c->num_computed, 45);

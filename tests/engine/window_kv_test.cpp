@@ -171,24 +171,12 @@ TEST(EngineWindowKv, CachedPrefixPastTheWindowIsReusedAndChangesNothing) {
   b.push_back(77);
   auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
   ASSERT_TRUE(e.is_ok());
-  const RequestId ia = *(*e)->add_request(a, greedy(8));
-  Outputs ga = drain(**e);
-  const RequestId ib = *(*e)->add_request(b, greedy(8));
-  int32_t cached = -1;
-  Outputs gb;
-  while ((*e)->has_work()) {
-    auto r = (*e)->step();
-    ASSERT_TRUE(r.is_ok());
-    for (const StepOutput& o : *r) {
-      gb[{o.request, o.index}].push_back(o.token);
-      cached = o.cached_prompt_tokens;
-    }
-  }
+  const testing_util::ReuseRun got = testing_util::run_then_reuse(**e, a, b, 8);
   // 5 full blocks of 16 are shared; the local layers need only block 4 (positions 73-79,
   // the window before position 80), which the first request released while it decoded.
-  EXPECT_EQ(cached, 80);
-  EXPECT_EQ((ga[{ia, 0}]), greedy_contiguous(*m.model, a, 8));
-  EXPECT_EQ((gb[{ib, 0}]), greedy_contiguous(*m.model, b, 8));
+  EXPECT_EQ(got.b_cached, 80);
+  EXPECT_EQ(got.a, greedy_contiguous(*m.model, a, 8));
+  EXPECT_EQ(got.b, greedy_contiguous(*m.model, b, 8));
 }
 
 }  // namespace
