@@ -225,6 +225,8 @@ def run_pagoda(pagoda: Path, model: Path, n: int, kv_bytes: int, a, timeout: flo
         raise cl.RunFailed(f"pagoda ran other work than asked: {n_in} input / {n_out} output tokens, expected "
                            f"{n * p} / {n * (t + 1)}", rec)
     kv_tok = int(j.get("kv_blocks", 0)) * int(j.get("block_size", 0))
+    # With sliding-window layer groups a block holds some layers only: the bytes are exact.
+    kv_bytes = int(j["kv_bytes"]) if "kv_bytes" in j else None
     res = {
         "total_tps": n * (p + t) / secs if secs > 0 else None,
         "wall_s": secs,
@@ -234,6 +236,7 @@ def run_pagoda(pagoda: Path, model: Path, n: int, kv_bytes: int, a, timeout: flo
         "ttft_p99_ms": j.get("ttft_ms", {}).get("p99"),
         "tpot_p50_ms": j.get("tpot_ms", {}).get("p50"),
         "kv_tokens": kv_tok,
+        "kv_bytes": kv_bytes,
         "kv_usage_peak": j.get("kv_usage_peak"),
         "preemptions": j.get("preemptions"),
         "steps": j.get("steps"),
@@ -520,7 +523,9 @@ def main() -> int:
                             else:
                                 res, rec = run_pagoda(pagoda_exe, model, n, kv_bytes, a, timeout)
                                 extra = f"output {res['output_tps']:.1f}, preemptions {res['preemptions']}"
-                                if res["kv_tokens"]:
+                                if res["kv_bytes"]:
+                                    cfg["pagoda_kv_bytes"] = res["kv_bytes"]
+                                elif res["kv_tokens"]:
                                     cfg["pagoda_kv_bytes"] = res["kv_tokens"] * shape["kv_bytes_per_token"]
                             rec = {**base, **rec, "result": res}
                             log(f"{r.name} npl {n} round {rnd + 1}/{a.rounds} {eng:8}: total {res['total_tps']:.1f} t/s "

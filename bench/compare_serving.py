@@ -359,10 +359,13 @@ def server_info(engine: str, text: str) -> dict:
         if m:
             info["build"] = m.group(1).strip()
     else:
-        m = re.search(r"context (\d+) \| KV (\d+) blocks of (\d+) \((\w+), ([0-9.]+) MiB\).*threads (\d+)", text)
+        m = re.search(r"context (\d+) \| KV (\d+) blocks of (\d+)(?: x (\d+) layers in \d+ layer groups)? "
+                      r"\((\w+), ([0-9.]+) MiB\).*threads (\d+)", text)
         if m:
             info.update({"context": int(m.group(1)), "kv_blocks": int(m.group(2)), "block_size": int(m.group(3)),
-                         "kv_dtype": m.group(4), "kv_mib": float(m.group(5)), "threads": int(m.group(6))})
+                         "kv_dtype": m.group(5), "kv_mib": float(m.group(6)), "threads": int(m.group(7))})
+            if m.group(4):  # a block holds one sliding-window layer group's layers
+                info["layers_per_block"] = int(m.group(4))
     return info
 
 
@@ -827,8 +830,9 @@ def main() -> int:
                     servers_alive.remove(srv)
                     srec["info"] = server_info(eng, srv.log())
                     if srec["info"].get("kv_blocks"):  # Pagoda prints whole MiB; the exact size
+                        layers = srec["info"].get("layers_per_block", shape["n_layer"])
                         srec["info"]["kv_mib"] = (srec["info"]["kv_blocks"] * srec["info"]["block_size"]
-                                                  * shape["kv_bytes_per_token"] / 2**20)
+                                                  * shape["kv_bytes_per_token"] * layers / shape["n_layer"] / 2**20)
                     cl.write_json(doc, json_out)
                 if rnd == 0 and a.rounds > 1:
                     per_round = time.monotonic() - row_t0

@@ -185,6 +185,8 @@ int run_bench_throughput() {
       {"max_num_seqs", ec->scheduler.max_num_seqs},
       {"max_num_batched_tokens", ec->scheduler.max_num_batched_tokens},
       {"kv_blocks", st.num_blocks},
+      {"kv_layer_groups", engine.kv_storage().layout().n_groups()},
+      {"kv_bytes", engine.kv_storage().bytes()},
       {"block_size", ec->block_size},
       {"num_prompts", g_args.num_prompts},
       {"output_dist", g_args.output_dist},
@@ -209,9 +211,13 @@ int run_bench_throughput() {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("pagoda bench throughput: {} | {} scheduler | {} requests | max {} seqs, {} batched tokens | {} KV blocks of {}\n",
+  const KvLayout& layout = engine.kv_storage().layout();
+  fmt::print("pagoda bench throughput: {} | {} scheduler | {} requests | max {} seqs, {} batched tokens | {} KV blocks of {}{}\n",
              g_args.model, g_args.engine.scheduler, g_args.num_prompts, ec->scheduler.max_num_seqs,
-             ec->scheduler.max_num_batched_tokens, st.num_blocks, ec->block_size);
+             ec->scheduler.max_num_batched_tokens, st.num_blocks, ec->block_size,
+             layout.n_groups() > 1 ? fmt::format(" x {} layers ({} layer groups, sliding-window blocks released)",
+                                                 layout.layers_per_block(), layout.n_groups())
+                                   : std::string());
   fmt::print("  time {:.2f} s | {:.2f} requests/s | output {:.1f} tok/s | total {:.1f} tok/s\n", secs,
              g_args.num_prompts / secs, out_tokens / secs, (out_tokens + in_tokens) / secs);
   fmt::print("  TTFT ms  p50 {:.1f}  p90 {:.1f}  p99 {:.1f} | TPOT ms  p50 {:.2f}  p90 {:.2f}  p99 {:.2f}\n",

@@ -100,9 +100,12 @@ int run_serve() {
   });
   const auto& kv = (*engine)->kv_storage();
   fmt::print(stderr,
-             "pagoda serve: {} ({}) | context {} | KV {} blocks of {} ({}, {:.0f} MiB) | chat template: {} | "
+             "pagoda serve: {} ({}) | context {} | KV {} blocks of {}{} ({}, {:.0f} MiB) | chat template: {} | "
              "threads {}\nlistening on http://{}:{}\n",
              name, model.config().arch_name, sctx.max_model_len, kv.num_blocks(), kv.shape().block_size,
+             kv.layout().n_groups() > 1
+                 ? fmt::format(" x {} layers in {} layer groups", kv.layout().layers_per_block(), kv.layout().n_groups())
+                 : std::string(),
              kv_type_name(kv.shape().type), kv.bytes() / 1048576.0, (*prompter)->origin(), pool.num_threads(),
              g_args.host, http.port());
   const bool ok = http.serve();
