@@ -66,38 +66,43 @@ TEST(EngineWindowKv, TheModelsLocalLayersGetGroupsOfTheirOwn) {
 }
 
 // One long request, step by step, with and without releasing: the same tokens, and the
-// releasing engine ends up holding a fraction of the KV bytes.
+// releasing engine ends up holding a fraction of the KV bytes. For both KV row types.
 TEST(EngineWindowKv, ReleasingWindowBlocksChangesNoTokenAndHoldsAWindow) {
   ThreadPool pool(2);
   TinyModel m = load_windowed(pool);
   const std::vector<int32_t> prompt = prompt_of(100, 1);
-  size_t peak_bytes[2] = {0, 0};
-  std::vector<int32_t> tokens[2];
-  for (int release = 0; release < 2; ++release) {
-    EngineConfig c;
-    c.window_kv_release = release == 1;
-    c.kv_cache_bytes = 16ull << 20;
-    auto e = Engine::create(*m.model, m.tok.get(), c);
-    ASSERT_TRUE(e.is_ok());
-    const size_t block_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), c));
-    ASSERT_TRUE((*e)->add_request(prompt, greedy(200)).is_ok());
-    for (int step = 0; (*e)->has_work(); ++step) {
-      auto r = (*e)->step();
-      ASSERT_TRUE(r.is_ok()) << r.status().message();
-      // The decode steps: the prefill holds all of its 100 positions while it runs.
-      if (step > 0)
-        peak_bytes[release] = std::max(peak_bytes[release], static_cast<size_t>((*e)->stats().used_blocks) * block_bytes);
-      for (const StepOutput& o : *r) tokens[release].push_back(o.token);
+  for (KvType type : {KvType::kF16, KvType::kI8}) {
+    SCOPED_TRACE(kv_type_name(type));
+    size_t peak_bytes[2] = {0, 0};
+    std::vector<int32_t> tokens[2];
+    for (int release = 0; release < 2; ++release) {
+      EngineConfig c;
+      c.kv_type = type;
+      c.window_kv_release = release == 1;
+      c.kv_cache_bytes = 16ull << 20;
+      auto e = Engine::create(*m.model, m.tok.get(), c);
+      ASSERT_TRUE(e.is_ok());
+      const size_t block_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), c));
+      ASSERT_TRUE((*e)->add_request(prompt, greedy(200)).is_ok());
+      for (int step = 0; (*e)->has_work(); ++step) {
+        auto r = (*e)->step();
+        ASSERT_TRUE(r.is_ok()) << r.status().message();
+        // The decode steps: the prefill holds all of its 100 positions while it runs.
+        if (step > 0)
+          peak_bytes[release] =
+              std::max(peak_bytes[release], static_cast<size_t>((*e)->stats().used_blocks) * block_bytes);
+        for (const StepOutput& o : *r) tokens[release].push_back(o.token);
+      }
+      EXPECT_EQ((*e)->stats().used_blocks, 0);
     }
-    EXPECT_EQ((*e)->stats().used_blocks, 0);
+    EXPECT_EQ(tokens[0], tokens[1]);
+    ASSERT_EQ(tokens[1].size(), 200u);
+    // Up to 300 positions: 19 blocks of 16 in the global group; at most 2 blocks in each
+    // local one (8 positions of window plus the one computed, across a block edge).
+    const size_t layer_block = peak_bytes[0] / (19 * 12);
+    EXPECT_EQ(peak_bytes[0], 19u * 12u * layer_block);
+    EXPECT_LE(peak_bytes[1], (19u + 5u * 2u) * 2u * layer_block);
   }
-  EXPECT_EQ(tokens[0], tokens[1]);
-  ASSERT_EQ(tokens[1].size(), 200u);
-  // Up to 300 positions: 19 blocks of 16 in the global group; at most 2 blocks in each
-  // local one (8 positions of window plus the one computed, across a block edge).
-  const size_t layer_block = peak_bytes[0] / (19 * 12);
-  EXPECT_EQ(peak_bytes[0], 19u * 12u * layer_block);
-  EXPECT_LE(peak_bytes[1], (19u + 5u * 2u) * 2u * layer_block);
 }
 
 // Static batching prefills a prompt whole, so its windowed groups hold every prompt
