@@ -121,15 +121,6 @@ void Engine::fork(RequestRecord& r, Sequence& parent) {
     c->priority = parent.priority;
     c->arrival_order = parent.arrival_order;
     c->params = parent.params;
-    c->tokens = parent.tokens;
-    c->prompt_len = parent.prompt_len;
-    c->num_computed = parent.num_computed;
-    c->num_hashed_blocks = parent.num_hashed_blocks;
-    c->tables = parent.tables;
-    for (const std::vector<BlockId>& table : c->tables)
-      for (BlockId b : table)
-        if (b != kNoBlock) pool_->retain(b);
-    c->hashes = parent.hashes;
     SamplingParams sp = r.params.sampling;
     // Distinct but reproducible samples: sample i draws from seed + i.
     if (sp.seed != kRandomSeed) sp.seed = sp.seed + static_cast<uint64_t>(i);
@@ -137,7 +128,7 @@ void Engine::fork(RequestRecord& r, Sequence& parent) {
     c->forked = true;
     c->cached_prompt_tokens = parent.cached_prompt_tokens;
     c->arrival_time = parent.arrival_time;
-    scheduler_->add_running(c.get());
+    scheduler_->add_fork(c.get(), parent);
     r.seqs.push_back(std::move(c));
     ++r.live;
   }

@@ -21,10 +21,18 @@ void Scheduler::add(Sequence* s) {
   waiting_.push_back(s);
 }
 
-void Scheduler::add_running(Sequence* s) {
-  s->tables.resize(static_cast<size_t>(layout_.n_groups()));
-  s->status = SeqStatus::kRunning;
-  running_.push_back(s);
+void Scheduler::add_fork(Sequence* child, const Sequence& parent) {
+  child->tokens = parent.tokens;
+  child->prompt_len = parent.prompt_len;
+  child->num_computed = parent.num_computed;
+  child->num_hashed_blocks = parent.num_hashed_blocks;
+  child->hashes = parent.hashes;
+  child->tables = parent.tables;
+  for (const std::vector<BlockId>& table : child->tables)
+    for (BlockId b : table)
+      if (b != kNoBlock) pool_.retain(b);
+  child->status = SeqStatus::kRunning;
+  running_.push_back(child);
 }
 
 void Scheduler::release(Sequence* s) {

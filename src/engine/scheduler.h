@@ -74,8 +74,9 @@ class Scheduler {
   void remove(Sequence* s);
   // Frees a finished sequence's blocks and takes it out of the running set.
   void finish(Sequence* s);
-  // Adds a running sequence split off another (n > 1); it already holds its blocks.
-  void add_running(Sequence* s);
+  // Adds a running sequence split off `parent` (n > 1): it gets the parent's tokens, its
+  // computed state and a share of every block the parent holds (copy-on-write later).
+  void add_fork(Sequence* child, const Sequence& parent);
 
   // The next step's work; empty when nothing can run.
   const std::vector<ScheduledSeq>& schedule();

@@ -234,18 +234,9 @@ class RandomRun {
     c->id = next_id_++;
     c->arrival_order = parent.arrival_order;
     c->params = parent.params;
-    c->tokens = parent.tokens;
-    c->prompt_len = parent.prompt_len;
-    c->num_computed = parent.num_computed;
-    c->num_hashed_blocks = parent.num_hashed_blocks;
-    c->tables = parent.tables;
-    for (const std::vector<BlockId>& t : c->tables)
-      for (BlockId b : t)
-        if (b != kNoBlock) pool_->retain(b);
-    c->hashes = parent.hashes;
     c->forked = true;
     target_[c.get()] = target_[&parent];
-    sched_->add_running(c.get());
+    sched_->add_fork(c.get(), parent);
     seqs_.push_back(std::move(c));
     return seqs_.back().get();
   }
