@@ -59,13 +59,7 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   e->pool_ = std::make_unique<BlockPool>(blocks, config.block_size);
   // One sequence alone always fits, so preemption can always make progress: the longest
   // whose blocks, over all layer groups, the pool holds.
-  int64_t lo = 0, hi = max_len;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (layout.max_blocks_for(mid, config.block_size, chunk) <= blocks) lo = mid;
-    else hi = mid - 1;
-  }
-  e->max_model_len_ = lo;
+  e->max_model_len_ = layout.longest_fitting(blocks, config.block_size, chunk, max_len);
   SchedulerConfig scheduler_config = sc;
   scheduler_config.max_model_len = static_cast<int32_t>(e->max_model_len_);
   e->scheduler_ = std::make_unique<Scheduler>(scheduler_config, *e->pool_, *e->storage_);

@@ -81,7 +81,6 @@ void Scheduler::release_out_of_window(Sequence* s) {
 }
 
 bool Scheduler::reserve(Sequence* s, int32_t upto, int32_t keep_free) {
-  release_out_of_window(s);
   const int32_t bs = pool_.block_size();
   const int32_t need = (upto + bs - 1) / bs;
   // Blocks the new tokens write into that others also hold (a prompt block shared by the
@@ -183,15 +182,16 @@ void Scheduler::hash_full_blocks(Sequence* s) {
 
 const std::vector<ScheduledSeq>& Scheduler::schedule() {
   work_.clear();
+  // Blocks that left the windows go back before anything is reserved, so they count as
+  // free for every sequence, also those this step does not reach. (Sequences admitted
+  // below start with their tables already cut at the window.)
+  for (Sequence* s : running_) release_out_of_window(s);
   if (config_.mode == ScheduleMode::kStatic) schedule_static();
   else schedule_continuous();
   return work_;
 }
 
 void Scheduler::schedule_continuous() {
-  // Blocks that left the windows go back first, so they count as free below, also for
-  // sequences this step does not reach.
-  for (Sequence* s : running_) release_out_of_window(s);
   int32_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
   // Running sequences first, in admission order; out of blocks, the sequence served last

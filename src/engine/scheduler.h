@@ -95,7 +95,8 @@ class Scheduler {
   // to write into (copy-on-write). False (allocating nothing new) when that would leave
   // fewer than `keep_free` blocks free.
   bool reserve(Sequence* s, int32_t upto, int32_t keep_free = 0);
-  // Releases the blocks of s's windowed groups that no token from num_computed on reads.
+  // Releases the blocks of s's windowed groups that no token from num_computed on reads
+  // (at the start of every schedule()).
   void release_out_of_window(Sequence* s);
   void preempt(Sequence* s);
   void release(Sequence* s);

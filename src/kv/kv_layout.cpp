@@ -71,4 +71,15 @@ int64_t KvLayout::max_blocks_for(int64_t len, int32_t block_size, int32_t chunk)
   return n;
 }
 
+int64_t KvLayout::longest_fitting(int64_t blocks, int32_t block_size, int32_t chunk, int64_t cap) const {
+  // max_blocks_for grows with the length: the last length that fits, by bisection.
+  int64_t lo = 0, hi = cap;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (max_blocks_for(mid, block_size, chunk) <= blocks) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 }  // namespace pagoda

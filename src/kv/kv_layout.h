@@ -42,6 +42,8 @@ class KvLayout {
   // The most blocks one sequence of `len` positions holds over all groups while it is
   // computed in pieces of at most `chunk` tokens.
   int64_t max_blocks_for(int64_t len, int32_t block_size, int32_t chunk) const;
+  // The longest sequence, at most `cap` positions, whose max_blocks_for fits in `blocks`.
+  int64_t longest_fitting(int64_t blocks, int32_t block_size, int32_t chunk, int64_t cap) const;
 
  private:
   std::vector<int32_t> windows_;   // per group

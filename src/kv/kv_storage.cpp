@@ -27,7 +27,8 @@ KvStorage::~KvStorage() {
 size_t KvStorage::bytes_per_block(const KvShape& s) {
   if (s.n_layer <= 0 || s.block_size <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0) return 0;
   if (!s.windows.empty() && static_cast<int32_t>(s.windows.size()) != s.n_layer) return 0;
-  return 2ull * static_cast<size_t>(s.layout().layers_per_block()) * static_cast<size_t>(s.block_size) * static_cast<size_t>(s.row_bytes());
+  return 2ull * static_cast<size_t>(s.layout().layers_per_block()) * static_cast<size_t>(s.block_size) *
+         static_cast<size_t>(s.row_bytes());
 }
 
 int32_t KvStorage::blocks_for_bytes(const KvShape& s, size_t bytes) {
@@ -51,7 +52,8 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, int32
   // A total that wraps around size_t would reserve too little and leave blocks outside the mapping.
   const KvLayout layout = shape.layout();
   size_t total = 2;
-  for (const int64_t f : {int64_t{layout.layers_per_block()}, shape.row_bytes(), int64_t{shape.block_size}, int64_t{num_blocks}}) {
+  for (const int64_t f :
+       {int64_t{layout.layers_per_block()}, shape.row_bytes(), int64_t{shape.block_size}, int64_t{num_blocks}}) {
     if (total > std::numeric_limits<size_t>::max() / static_cast<size_t>(f))
       return error("KV cache: {} blocks of {} layers x {} tokens x {} bytes exceed the address space", num_blocks,
                    layout.layers_per_block(), shape.block_size, shape.row_bytes());

@@ -1,7 +1,8 @@
 // One step's work for the model: a flat list of tokens from any number of sequences
 // (prefill chunks and decode tokens alike, vLLM's flattened layout), each sequence's
 // tokens consecutive, with its first position and the block tables (one per layer group
-// of the KV storage, kv/kv_layout.h) through which its keys/values are written and read. The engine builds it; the model consumes it.
+// of the KV storage, kv/kv_layout.h) through which its keys/values are written and read.
+// The engine builds it; the model consumes it.
 #pragma once
 
 #include <cstdint>

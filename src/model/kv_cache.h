@@ -1,7 +1,8 @@
 // The key/value cache of one sequence on its own: a KvStorage with just enough blocks
 // for n_ctx positions and the block table 0, 1, 2, ... (one layer group: every layer in
-// each block, nothing released early). It goes through exactly the paged path the engine uses, for tests, tools and anything that runs one sequence without the
-// engine. Memory: 2 * n_layer * n_ctx * kv_dim * 2 bytes (rounded up to whole blocks).
+// each block, nothing released early). It goes through exactly the paged path the engine
+// uses, for tests, tools and anything that runs one sequence without the engine.
+// Memory: 2 * n_layer * n_ctx * kv_dim * 2 bytes (rounded up to whole blocks).
 #pragma once
 
 #include <cstdint>

@@ -78,13 +78,7 @@ class RandomRun {
     blocks_ = draw(layout.n_groups() * 2, layout.n_groups() * 12);
     // The longest sequence one pool holds alone, as Engine::create computes it.
     const int32_t chunk = config_.mode == ScheduleMode::kStatic ? INT32_MAX / 2 : config_.max_num_batched_tokens;
-    int32_t lo = 0, hi = 400;
-    while (lo < hi) {
-      const int32_t mid = (lo + hi + 1) / 2;
-      if (layout.max_blocks_for(mid, bs_, chunk) <= blocks_) lo = mid;
-      else hi = mid - 1;
-    }
-    max_len_ = lo;
+    max_len_ = static_cast<int32_t>(layout.longest_fitting(blocks_, bs_, chunk, 400));
     if (max_len_ < 3) return false;
     config_.max_model_len = max_len_;
     storage_ = std::move(KvStorage::create(shape, blocks_).value());
@@ -105,7 +99,8 @@ class RandomRun {
       if (step > 100000) return fail("too many steps");
       const std::vector<ScheduledSeq> work = sched_->schedule();
       if (work.empty()) {
-        if (sched_->num_running() + sched_->num_waiting() > 0 && ++idle > 3) return fail("work queued but none scheduled");
+        if (sched_->num_running() + sched_->num_waiting() > 0 && ++idle > 3)
+          return fail("work queued but none scheduled");
         continue;
       }
       idle = 0;

@@ -42,7 +42,8 @@ std::vector<int32_t> greedy_contiguous(Model& m, const std::vector<int32_t>& pro
     const int32_t tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     out.push_back(tok);
     if (i + 1 < n) {
-      EXPECT_TRUE(m.forward(std::vector<int32_t>{tok}, static_cast<int32_t>(prompt.size()) + i, kv, logits.data()).is_ok());
+      const int32_t pos = static_cast<int32_t>(prompt.size()) + i;
+      EXPECT_TRUE(m.forward(std::vector<int32_t>{tok}, pos, kv, logits.data()).is_ok());
     }
   }
   return out;
@@ -156,7 +157,8 @@ TEST(EngineWindowKv, MixedWorkloadUnderMemoryPressureMatchesTheContiguousCache) 
   auto e = Engine::create(*m.model, m.tok.get(), c);
   ASSERT_TRUE(e.is_ok());
   std::vector<RequestId> ids;
-  for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], greedy(w.max_tokens[i])));
+  for (size_t i = 0; i < w.prompts.size(); ++i)
+    ids.push_back(*(*e)->add_request(w.prompts[i], greedy(w.max_tokens[i])));
   Outputs got = drain(**e);
   const EngineStats st = (*e)->stats();
   EXPECT_GT(st.preemptions, 0) << "the workload was meant to run out of KV blocks";
