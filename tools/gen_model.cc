@@ -2,7 +2,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <string>
+#include <vector>
+
 #include "base/thread_pool.h"
+#include "model/arch_spec.h"
 #include "model/random_model.h"
 
 int main(int argc, char** argv) {
@@ -11,7 +15,9 @@ int main(int argc, char** argv) {
   std::string type = "F32", out;
   int threads = 0;
   CLI::App app{"Write a random-weight GGUF model"};
-  app.add_option("--arch", s.arch, "llama | qwen2 | gemma3")->check(CLI::IsMember({"llama", "qwen2", "gemma3"}));
+  std::vector<std::string> archs;
+  for (const pagoda::ArchSpec* a : pagoda::all_archs()) archs.push_back(a->name);
+  app.add_option("--arch", s.arch, "Architecture: " + pagoda::arch_names())->check(CLI::IsMember(archs));
   app.add_option("--type", type, "Format of the 2-D weights: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, ..., W8A8");
   app.add_option("-o,--output", out, "Output GGUF path")->required();
   app.add_option("--dim", s.dim, "Embedding width");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/tokenizer/unicode_table.inc: the code-point ranges the byte-level BPE
+"""Writes src/text/unicode_table.inc: the code-point ranges the byte-level BPE
 pre-tokenizers need (\\p{L}, \\p{N} and \\s of the Hugging Face / tiktoken regexes).
 
 std::regex has no Unicode classes, so the pre-tokenizer asks this table instead. Only
@@ -14,7 +14,7 @@ import pathlib
 import sys
 import unicodedata
 
-OUT = pathlib.Path(__file__).resolve().parent.parent / "src" / "tokenizer" / "unicode_table.inc"
+OUT = pathlib.Path(__file__).resolve().parent.parent / "src" / "text" / "unicode_table.inc"
 
 LETTER, NUMBER, SPACE = 1, 2, 3
 NAMES = {LETTER: "kLetter", NUMBER: "kNumber", SPACE: "kSpace"}

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -37,7 +38,7 @@ struct BenchArgs {
   int32_t reps = 5;
   int32_t threads = 0;
   bool json = false;
-} g_args;
+};
 
 struct Summary {
   double mean = 0, median = 0, stdev = 0;
@@ -55,34 +56,29 @@ Summary summarize(std::vector<double> v) {
   return s;
 }
 
-CLI::App* g_throughput = nullptr;
-CLI::App* g_serve = nullptr;
-
-int run_bench() {
-  if (g_throughput->parsed()) return run_bench_throughput();
-  if (g_serve->parsed()) return run_bench_serve();
-  if (g_args.model.empty()) {
+int run_bench(const BenchArgs& a) {
+  if (a.model.empty()) {
     fmt::print(stderr, "error: bench needs -m MODEL (or the throughput or serve subcommand)\n");
     return 1;
   }
-  if (g_args.threads > 0) ThreadPool::set_default_threads(g_args.threads);
+  if (a.threads > 0) ThreadPool::set_default_threads(a.threads);
   ThreadPool& pool = ThreadPool::global();
-  auto loaded = load_model(g_args.model, pool);
+  auto loaded = load_model(a.model, pool);
   if (!loaded) {
     fmt::print(stderr, "error: {}\n", loaded.status().message());
     return 1;
   }
   Model& m = *loaded->model;
   const int32_t n_vocab = m.config().n_vocab;
-  const int32_t depth = g_args.depth;
-  const int32_t ctx = depth + std::max(g_args.n_prompt, g_args.n_gen) + 2;
+  const int32_t depth = a.depth;
+  const int32_t ctx = depth + std::max(a.n_prompt, a.n_gen) + 2;
   EngineConfig ec;
   ec.max_model_len = ctx;
   ec.scheduler.max_num_seqs = 1;
   // One step for pp's tokens and for a depth prompt, even when the depth is not a whole
   // number of blocks (its last partial block is recomputed with the p tokens) or its
   // cached blocks were evicted.
-  ec.scheduler.max_num_batched_tokens = std::max(1, depth + g_args.n_prompt);
+  ec.scheduler.max_num_batched_tokens = std::max(1, depth + a.n_prompt);
   auto engine_r = Engine::create(m, nullptr, ec);
   if (!engine_r) {
     fmt::print(stderr, "error: {}\n", engine_r.status().message());
@@ -113,31 +109,31 @@ int run_bench() {
     std::vector<int32_t> ids = random_tokens(depth);
     params.max_tokens = 1;
     if (depth > 0) run_to_end(ids);  // leaves the context's blocks in the prefix cache
-    const std::vector<int32_t> more = random_tokens(g_args.n_prompt);
+    const std::vector<int32_t> more = random_tokens(a.n_prompt);
     ids.insert(ids.end(), more.begin(), more.end());
     Timer t;
     run_to_end(ids);
-    return g_args.n_prompt / t.seconds();
+    return a.n_prompt / t.seconds();
   };
   auto time_tg = [&]() -> double {
-    params.max_tokens = g_args.n_gen + 1;
+    params.max_tokens = a.n_gen + 1;
     auto id = engine.add_request(random_tokens(std::max(1, depth)), params);
     if (!id) throw std::runtime_error(id.status().message());
     step();  // the prompt, giving the first token
     Timer t;
     while (engine.has_work()) step();
-    return g_args.n_gen / t.seconds();
+    return a.n_gen / t.seconds();
   };
   nlohmann::json out = nlohmann::json::array();
   auto report = [&](const char* test, int32_t n, const std::function<double()>& fn) {
     if (n <= 0) return;
     fn();  // warm-up: page in the weights, size the scratch buffers
     std::vector<double> runs;
-    for (int32_t r = 0; r < g_args.reps; ++r) runs.push_back(fn());
+    for (int32_t r = 0; r < a.reps; ++r) runs.push_back(fn());
     const Summary s = summarize(runs);
     const std::string name = depth > 0 ? fmt::format("{}{} @ d{}", test, n, depth) : fmt::format("{}{}", test, n);
-    if (g_args.json) {
-      out.push_back({{"model", g_args.model}, {"test", name}, {"n_depth", depth}, {"threads", pool.num_threads()},
+    if (a.json) {
+      out.push_back({{"model", a.model}, {"test", name}, {"n_depth", depth}, {"threads", pool.num_threads()},
                      {"tokens_per_second_median", s.median}, {"tokens_per_second_mean", s.mean},
                      {"tokens_per_second_stdev", s.stdev}, {"runs", runs}});
     } else {
@@ -147,40 +143,45 @@ int run_bench() {
     }
   };
   try {
-    if (!g_args.json) {
-      fmt::print("pagoda bench: {} | simd {} | cpu {}\n", g_args.model, simd_target_name(best_simd_target()),
+    if (!a.json) {
+      fmt::print("pagoda bench: {} | simd {} | cpu {}\n", a.model, simd_target_name(best_simd_target()),
                  cpu_features_string());
       fmt::print("| {:<40} | {:>10} | {:>7} | {:>13} | {:>19} | {:>10} |\n", "model", "size", "threads", "test",
                  "t/s (mean ± sd)", "median");
     }
-    report("pp", g_args.n_prompt, time_pp);
-    report("tg", g_args.n_gen, time_tg);
+    report("pp", a.n_prompt, time_pp);
+    report("tg", a.n_gen, time_tg);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   }
-  if (g_args.json) fmt::print("{}\n", out.dump(2));
+  if (a.json) fmt::print("{}\n", out.dump(2));
   return 0;
 }
 
 }  // namespace
 
 Subcommand add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Measure prompt processing (pp) and generation (tg) speed, llama-bench style");
   // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", g_args.model, "GGUF model file");
-  g_throughput = add_bench_throughput_command(*sub);
-  g_serve = add_bench_serve_command(*sub);
+  sub->add_option("-m,--model", args->model, "GGUF model file");
+  Subcommand throughput = add_bench_throughput_command(*sub);
+  Subcommand serve = add_bench_serve_command(*sub);
   sub->require_subcommand(0, 1);
-  sub->add_option("-p,--n-prompt", g_args.n_prompt, "Prompt tokens for the pp test (0: skip)");
-  sub->add_option("-n,--n-gen", g_args.n_gen, "Generated tokens for the tg test (0: skip)");
-  sub->add_option("-d,--n-depth", g_args.depth, "Tokens of context already in the cache before each test (llama-bench's -d)")
+  sub->add_option("-p,--n-prompt", args->n_prompt, "Prompt tokens for the pp test (0: skip)");
+  sub->add_option("-n,--n-gen", args->n_gen, "Generated tokens for the tg test (0: skip)");
+  sub->add_option("-d,--n-depth", args->depth, "Tokens of context already in the cache before each test (llama-bench's -d)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("-r,--repetitions", g_args.reps, "Timed repetitions per test")->check(CLI::PositiveNumber);
-  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
-  sub->add_flag("--json", g_args.json, "Print JSON (one object per test, with every run)");
-  return {"bench", sub, run_bench};
+  sub->add_option("-r,--repetitions", args->reps, "Timed repetitions per test")->check(CLI::PositiveNumber);
+  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  sub->add_flag("--json", args->json, "Print JSON (one object per test, with every run)");
+  return {"bench", sub, [args, throughput, serve] {
+            if (throughput.app->parsed()) return throughput.run();
+            if (serve.app->parsed()) return serve.run();
+            return run_bench(*args);
+          }};
 }
 
 }  // namespace pagoda

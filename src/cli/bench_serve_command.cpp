@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <semaphore>
@@ -43,7 +44,7 @@ struct ServeBenchArgs {
   std::string api_key;
   uint32_t seed = 0;
   bool json_out = false;
-} g_args;
+};
 
 struct Outcome {
   bool ok = false;
@@ -54,9 +55,10 @@ struct Outcome {
   std::vector<double> itl;
 };
 
-Outcome run_one(const std::string& model, const std::vector<int32_t>& prompt, int32_t max_tokens) {
+Outcome run_one(const ServeBenchArgs& a, const std::string& model, const std::vector<int32_t>& prompt,
+                int32_t max_tokens) {
   Outcome out;
-  httplib::Client cli(g_args.base_url);
+  httplib::Client cli(a.base_url);
   cli.set_read_timeout(3600);
   cli.set_write_timeout(600);
   json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", true},
@@ -66,7 +68,7 @@ Outcome run_one(const std::string& model, const std::vector<int32_t>& prompt, in
   req.method = "POST";
   req.path = "/v1/completions";
   req.headers = {{"Content-Type", "application/json"}};
-  if (!g_args.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + g_args.api_key);
+  if (!a.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + a.api_key);
   req.body = body.dump();
   std::string buf;
   Timer t;
@@ -117,35 +119,35 @@ Outcome run_one(const std::string& model, const std::vector<int32_t>& prompt, in
   return out;
 }
 
-int run_bench_serve_impl() {
-  int32_t vocab = g_args.vocab;
-  if (!g_args.vocab_model.empty()) {
-    auto f = GgufFile::open(g_args.vocab_model);
+int run_bench_serve(const ServeBenchArgs& a) {
+  int32_t vocab = a.vocab;
+  if (!a.vocab_model.empty()) {
+    auto f = GgufFile::open(a.vocab_model);
     if (!f) {
       fmt::print(stderr, "error: {}\n", f.status().message());
       return 1;
     }
     if (const GgufArray* toks = f->get_array("tokenizer.ggml.tokens")) vocab = static_cast<int32_t>(toks->values.size());
   }
-  std::string model = g_args.model_name;
+  std::string model = a.model_name;
   if (model.empty()) {
-    httplib::Client cli(g_args.base_url);
+    httplib::Client cli(a.base_url);
     httplib::Headers h;
-    if (!g_args.api_key.empty()) h.emplace("Authorization", "Bearer " + g_args.api_key);
+    if (!a.api_key.empty()) h.emplace("Authorization", "Bearer " + a.api_key);
     auto r = cli.Get("/v1/models", h);
     if (!r || r->status != 200) {
-      fmt::print(stderr, "error: cannot reach {}/v1/models{}\n", g_args.base_url,
+      fmt::print(stderr, "error: cannot reach {}/v1/models{}\n", a.base_url,
                  r ? fmt::format(" (HTTP {})", r->status) : std::string(" (") + httplib::to_string(r.error()) + ")");
       return 1;
     }
     json j = json::parse(r->body, nullptr, false);
     if (!j.is_discarded() && j.contains("data") && !j["data"].empty()) model = j["data"][0].value("id", "");
   }
-  std::mt19937 rng(g_args.seed);
+  std::mt19937 rng(a.seed);
   std::uniform_int_distribution<int32_t> tokd(vocab / 2, vocab - 1);
   auto draw = [&](int32_t mean) {
-    const int32_t lo = std::max(1, static_cast<int32_t>(std::lround(mean * (1 - g_args.range_ratio))));
-    const int32_t hi = std::max(lo, static_cast<int32_t>(std::lround(mean * (1 + g_args.range_ratio))));
+    const int32_t lo = std::max(1, static_cast<int32_t>(std::lround(mean * (1 - a.range_ratio))));
+    const int32_t hi = std::max(lo, static_cast<int32_t>(std::lround(mean * (1 + a.range_ratio))));
     return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
   };
   struct Item {
@@ -155,17 +157,17 @@ int run_bench_serve_impl() {
   };
   std::vector<Item> items;
   double at = 0;
-  std::exponential_distribution<double> gap(g_args.request_rate > 0 ? g_args.request_rate : 1.0);
-  for (int32_t i = 0; i < g_args.num_prompts; ++i) {
+  std::exponential_distribution<double> gap(a.request_rate > 0 ? a.request_rate : 1.0);
+  for (int32_t i = 0; i < a.num_prompts; ++i) {
     Item it;
-    it.prompt.resize(static_cast<size_t>(draw(g_args.input_len)));
+    it.prompt.resize(static_cast<size_t>(draw(a.input_len)));
     for (int32_t& t : it.prompt) t = tokd(rng);
-    it.max_tokens = draw(g_args.output_len);
-    if (g_args.request_rate > 0) at += gap(rng);
+    it.max_tokens = draw(a.output_len);
+    if (a.request_rate > 0) at += gap(rng);
     it.at = at;
     items.push_back(std::move(it));
   }
-  const int32_t conc = g_args.max_concurrency > 0 ? g_args.max_concurrency : g_args.num_prompts;
+  const int32_t conc = a.max_concurrency > 0 ? a.max_concurrency : a.num_prompts;
   std::counting_semaphore<1 << 20> slots(conc);
   std::vector<Outcome> outcomes(items.size());
   std::vector<std::thread> threads;
@@ -175,7 +177,7 @@ int run_bench_serve_impl() {
     if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
     slots.acquire();
     threads.emplace_back([&, i] {
-      outcomes[i] = run_one(model, items[i].prompt, items[i].max_tokens);
+      outcomes[i] = run_one(a, model, items[i].prompt, items[i].max_tokens);
       slots.release();
     });
   }
@@ -202,18 +204,18 @@ int run_bench_serve_impl() {
   auto js = [](const LatencyStats& s) { return json{{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}}; };
   const LatencyStats sttft = latency_stats(ttft), stpot = latency_stats(tpot), sitl = latency_stats(itl),
                      se2e = latency_stats(e2e);
-  json j = {{"base_url", g_args.base_url}, {"model", model}, {"num_prompts", g_args.num_prompts},
-            {"successful", ok}, {"failed", g_args.num_prompts - ok}, {"first_error", first_error},
-            {"request_rate", g_args.request_rate}, {"max_concurrency", conc}, {"seconds", secs},
+  json j = {{"base_url", a.base_url}, {"model", model}, {"num_prompts", a.num_prompts},
+            {"successful", ok}, {"failed", a.num_prompts - ok}, {"first_error", first_error},
+            {"request_rate", a.request_rate}, {"max_concurrency", conc}, {"seconds", secs},
             {"requests_per_second", ok / secs}, {"output_tokens_per_second", out_tokens / secs},
             {"total_tokens_per_second", (out_tokens + in_tokens) / secs}, {"input_tokens", in_tokens},
             {"output_tokens", out_tokens}, {"ttft_ms", js(sttft)}, {"tpot_ms", js(stpot)}, {"itl_ms", js(sitl)},
             {"e2e_ms", js(se2e)}};
-  if (g_args.json_out) {
+  if (a.json_out) {
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("pagoda bench serve: {} ({}) | {} requests, {} ok | rate {} | concurrency {}\n", g_args.base_url, model,
-               g_args.num_prompts, ok, g_args.request_rate > 0 ? fmt::format("{}/s", g_args.request_rate) : "inf",
+    fmt::print("pagoda bench serve: {} ({}) | {} requests, {} ok | rate {} | concurrency {}\n", a.base_url, model,
+               a.num_prompts, ok, a.request_rate > 0 ? fmt::format("{}/s", a.request_rate) : "inf",
                conc);
     fmt::print("  time {:.2f} s | {:.2f} req/s | output {:.1f} tok/s | total {:.1f} tok/s\n", secs, ok / secs,
                out_tokens / secs, (out_tokens + in_tokens) / secs);
@@ -226,31 +228,30 @@ int run_bench_serve_impl() {
     row("E2E", se2e);
     if (!first_error.empty()) fmt::print("  first error: {}\n", first_error);
   }
-  return ok == g_args.num_prompts ? 0 : 1;
+  return ok == a.num_prompts ? 0 : 1;
 }
 
 }  // namespace
 
-CLI::App* add_bench_serve_command(CLI::App& bench) {
+Subcommand add_bench_serve_command(CLI::App& bench) {
+  auto args = std::make_shared<ServeBenchArgs>();
   CLI::App* sub = bench.add_subcommand("serve", "Load-test any OpenAI-compatible server (TTFT, TPOT, ITL, latency)");
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("--base-url", g_args.base_url, "Server address");
-  sub->add_option("--model", g_args.model_name, "Model name to send (default: the server's first)");
-  sub->add_option("-m,--vocab-model", g_args.vocab_model, "GGUF file whose vocabulary size bounds the prompt ids");
-  sub->add_option("--vocab", g_args.vocab, "Vocabulary size when no --vocab-model is given");
-  sub->add_option("--num-prompts", g_args.num_prompts, "Requests")->check(CLI::PositiveNumber);
-  sub->add_option("--input-len", g_args.input_len, "Mean prompt length (token ids)")->check(CLI::PositiveNumber);
-  sub->add_option("--output-len", g_args.output_len, "Mean output length")->check(CLI::PositiveNumber);
-  sub->add_option("--range-ratio", g_args.range_ratio, "Lengths uniform in [len*(1-r), len*(1+r)]")
+  sub->add_option("--base-url", args->base_url, "Server address");
+  sub->add_option("--model", args->model_name, "Model name to send (default: the server's first)");
+  sub->add_option("-m,--vocab-model", args->vocab_model, "GGUF file whose vocabulary size bounds the prompt ids");
+  sub->add_option("--vocab", args->vocab, "Vocabulary size when no --vocab-model is given");
+  sub->add_option("--num-prompts", args->num_prompts, "Requests")->check(CLI::PositiveNumber);
+  sub->add_option("--input-len", args->input_len, "Mean prompt length (token ids)")->check(CLI::PositiveNumber);
+  sub->add_option("--output-len", args->output_len, "Mean output length")->check(CLI::PositiveNumber);
+  sub->add_option("--range-ratio", args->range_ratio, "Lengths uniform in [len*(1-r), len*(1+r)]")
       ->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--request-rate", g_args.request_rate, "Poisson arrivals per second (0: all at once)");
-  sub->add_option("--max-concurrency", g_args.max_concurrency, "Most requests in flight (0: no limit)");
-  sub->add_option("--api-key", g_args.api_key, "Bearer token");
-  sub->add_option("--seed", g_args.seed, "Workload seed");
-  sub->add_flag("--json", g_args.json_out, "Print one JSON object");
-  return sub;
+  sub->add_option("--request-rate", args->request_rate, "Poisson arrivals per second (0: all at once)");
+  sub->add_option("--max-concurrency", args->max_concurrency, "Most requests in flight (0: no limit)");
+  sub->add_option("--api-key", args->api_key, "Bearer token");
+  sub->add_option("--seed", args->seed, "Workload seed");
+  sub->add_flag("--json", args->json_out, "Print one JSON object");
+  return {"serve", sub, [args] { return run_bench_serve(*args); }};
 }
-
-int run_bench_serve() { return run_bench_serve_impl(); }
 
 }  // namespace pagoda

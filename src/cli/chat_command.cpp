@@ -10,13 +10,14 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "base/thread_pool.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
 #include "engine/generator.h"
-#include "server/chat_prompt.h"
+#include "chat/chat_prompt.h"
 
 namespace pagoda {
 namespace {
@@ -33,23 +34,23 @@ struct ChatArgs {
   SamplingParams sp;
   int64_t seed = -1;
   EngineArgs engine;
-} g_args;
+};
 
 std::atomic<int> g_interrupts{0};
 extern "C" void on_sigint(int) { g_interrupts.fetch_add(1); }
 
-int run_chat() {
-  auto loaded = load_model_with_tokenizer(g_args.model, g_args.threads, /*require_tokenizer=*/true);
+int run_chat(const ChatArgs& a) {
+  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/true);
   if (!loaded) return fail(loaded.status());
   Model& model = *loaded->model;
   std::unique_ptr<Tokenizer>& tokenizer = loaded->tokenizer;
-  auto tpl_r = chat_template_source(*loaded->file, g_args.chat_template_file);
+  auto tpl_r = chat_template_source(*loaded->file, a.chat_template_file);
   if (!tpl_r) return fail(tpl_r.status());
   const std::string& tpl = *tpl_r;
   auto prompter = ChatPrompter::create(tpl, model.config().arch_name, *tokenizer);
   if (!prompter) return fail(prompter.status());
-  const int32_t ctx = g_args.ctx > 0 ? std::min(g_args.ctx, model.config().n_ctx_train) : model.config().n_ctx_train;
-  EngineArgs ea = g_args.engine;
+  const int32_t ctx = a.ctx > 0 ? std::min(a.ctx, model.config().n_ctx_train) : model.config().n_ctx_train;
+  EngineArgs ea = a.engine;
   ea.max_num_seqs = 1;
   auto ec = engine_config(ea, ctx);
   if (!ec) return fail(ec.status());
@@ -59,14 +60,14 @@ int run_chat() {
   std::signal(SIGINT, on_sigint);
   const bool tty = isatty(STDIN_FILENO) != 0;
   fmt::print(stderr, "pagoda chat: {} | context {} | template: {} | Ctrl-D or Ctrl-C to leave, /clear to start over\n",
-             g_args.model, ctx, tpl.empty() ? (*prompter)->origin() : "model");
+             a.model, ctx, tpl.empty() ? (*prompter)->origin() : "model");
   ApiRequest conv;
   conv.chat = true;
-  if (!g_args.system.empty()) conv.messages.push_back({"system", g_args.system});
+  if (!a.system.empty()) conv.messages.push_back({"system", a.system});
   GenerateOptions opts;
-  opts.max_tokens = g_args.n_predict;
-  opts.sampling = g_args.sp;
-  opts.sampling.seed = g_args.seed < 0 ? kRandomSeed : static_cast<uint64_t>(g_args.seed);
+  opts.max_tokens = a.n_predict;
+  opts.sampling = a.sp;
+  opts.sampling.seed = a.seed < 0 ? kRandomSeed : static_cast<uint64_t>(a.seed);
   std::string line;
   for (;;) {
     if (tty) fmt::print("\n> ");
@@ -76,7 +77,7 @@ int run_chat() {
     if (g_interrupts.load() > 0) break;
     if (line.empty()) continue;
     if (line == "/clear") {
-      conv.messages.resize(g_args.system.empty() ? 0 : 1);
+      conv.messages.resize(a.system.empty() ? 0 : 1);
       fmt::print(stderr, "(conversation cleared)\n");
       continue;
     }
@@ -112,22 +113,23 @@ int run_chat() {
 }  // namespace
 
 Subcommand add_chat_command(CLI::App& app) {
+  auto args = std::make_shared<ChatArgs>();
   CLI::App* sub = app.add_subcommand("chat", "Interactive chat in the terminal, with the model's chat template");
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
-  sub->add_option("--system", g_args.system, "System prompt");
-  sub->add_option("--chat-template", g_args.chat_template_file, "Jinja chat template file (default: the model's)");
-  sub->add_option("-n,--n-predict", g_args.n_predict, "Most tokens per reply (-1: until the model ends it)");
-  sub->add_option("-c,--ctx-size", g_args.ctx, "Context size in tokens");
-  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
-  sub->add_option("--temp", g_args.sp.temperature, "Temperature (0: greedy)");
-  sub->add_option("--top-k", g_args.sp.top_k, "Top-k (0: off)");
-  sub->add_option("--top-p", g_args.sp.top_p, "Top-p (1: off)");
-  sub->add_option("--min-p", g_args.sp.min_p, "Min-p (0: off)");
-  sub->add_option("--repeat-penalty", g_args.sp.repeat_penalty, "Repetition penalty (1: off)");
-  sub->add_option("-s,--seed", g_args.seed, "RNG seed (-1: random)");
-  add_engine_options(*sub, g_args.engine);
-  return {"chat", sub, run_chat};
+  sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+  sub->add_option("--system", args->system, "System prompt");
+  sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
+  sub->add_option("-n,--n-predict", args->n_predict, "Most tokens per reply (-1: until the model ends it)");
+  sub->add_option("-c,--ctx-size", args->ctx, "Context size in tokens");
+  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  sub->add_option("--temp", args->sp.temperature, "Temperature (0: greedy)");
+  sub->add_option("--top-k", args->sp.top_k, "Top-k (0: off)");
+  sub->add_option("--top-p", args->sp.top_p, "Top-p (1: off)");
+  sub->add_option("--min-p", args->sp.min_p, "Min-p (0: off)");
+  sub->add_option("--repeat-penalty", args->sp.repeat_penalty, "Repetition penalty (1: off)");
+  sub->add_option("-s,--seed", args->seed, "RNG seed (-1: random)");
+  add_engine_options(*sub, args->engine);
+  return {"chat", sub, [args] { return run_chat(*args); }};
 }
 
 }  // namespace pagoda

@@ -2,6 +2,8 @@
 // process exit code; errors are printed as one clear line, never a crash.
 #pragma once
 
+#include <functional>
+
 namespace CLI {
 class App;
 }
@@ -10,11 +12,12 @@ namespace pagoda {
 
 int cli_main(int argc, char** argv);
 
-// Each registers its subcommand on the app; the returned flag says it was chosen.
+// Each registers its subcommand on the app, its options bound to an arguments object
+// that `run` owns (so nothing lives in static storage); run it when app->parsed().
 struct Subcommand {
   const char* name;
   CLI::App* app;
-  int (*run)();
+  std::function<int()> run;
 };
 Subcommand add_run_command(CLI::App& app);
 Subcommand add_inspect_command(CLI::App& app);
@@ -23,11 +26,8 @@ Subcommand add_serve_command(CLI::App& app);
 Subcommand add_chat_command(CLI::App& app);
 Subcommand add_quantize_command(CLI::App& app);
 Subcommand add_perplexity_command(CLI::App& app);
-// `pagoda bench throughput`, nested under bench.
-CLI::App* add_bench_throughput_command(CLI::App& bench);
-int run_bench_throughput();
-// `pagoda bench serve`, nested under bench.
-CLI::App* add_bench_serve_command(CLI::App& bench);
-int run_bench_serve();
+// `pagoda bench throughput` and `pagoda bench serve`, nested under bench.
+Subcommand add_bench_throughput_command(CLI::App& bench);
+Subcommand add_bench_serve_command(CLI::App& bench);
 
 }  // namespace pagoda

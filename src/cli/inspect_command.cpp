@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <memory>
 
 #include "gguf/gguf_file.h"
 #include "engine/engine.h"
@@ -11,7 +12,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "cli/commands.h"
-#include "cli/human_size.h"
+#include "base/human_size.h"
 #include "quant/w8a8.h"
 
 namespace pagoda {
@@ -21,7 +22,7 @@ struct InspectArgs {
   std::string model;
   bool all_tensors = false;
   int32_t ctx = 4096;
-} g_args;
+};
 
 std::string value_to_string(const GgufValue& v, size_t max_items) {
   if (const auto* s = v.as_string()) {
@@ -43,8 +44,8 @@ std::string value_to_string(const GgufValue& v, size_t max_items) {
   return fmt::format("{}", *v.as_int());
 }
 
-int run_inspect() {
-  auto file = GgufFile::open(g_args.model);
+int run_inspect(const InspectArgs& a) {
+  auto file = GgufFile::open(a.model);
   if (!file) {
     fmt::print(stderr, "error: {}\n", file.status().message());
     return 1;
@@ -71,7 +72,7 @@ int run_inspect() {
     e.first += 1;
     e.second += t.nbytes;
     const bool layer = t.name.rfind("blk.", 0) == 0;
-    if (g_args.all_tensors || !layer || t.name.rfind("blk.0.", 0) == 0) {
+    if (a.all_tensors || !layer || t.name.rfind("blk.0.", 0) == 0) {
       fmt::print("  {:<36} {:<6} [{}] {}\n", t.name, type_name, fmt::join(t.shape, ", "),
                  human_size(static_cast<double>(t.nbytes)));
       ++shown;
@@ -95,7 +96,7 @@ int run_inspect() {
     return 1;
   }
   const ModelConfig& c = (*model)->config();
-  const int32_t ctx = std::min(g_args.ctx, c.n_ctx_train);
+  const int32_t ctx = std::min(a.ctx, c.n_ctx_train);
   // One sequence of ctx positions in the engine's pool at its defaults: sliding-window
   // layers hold their window plus a prefill chunk (kv/kv_layout.h).
   const EngineConfig ec;
@@ -129,13 +130,14 @@ int run_inspect() {
 }  // namespace
 
 Subcommand add_inspect_command(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "Print a GGUF model's metadata, tensors, formats and memory needs");
   // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("model", g_args.model, "GGUF file")->required();
-  sub->add_flag("--all-tensors", g_args.all_tensors, "List every tensor, not only the first layer's");
-  sub->add_option("-c,--ctx-size", g_args.ctx, "Context length for the KV memory estimate");
-  return {"inspect", sub, run_inspect};
+  sub->add_option("model", args->model, "GGUF file")->required();
+  sub->add_flag("--all-tensors", args->all_tensors, "List every tensor, not only the first layer's");
+  sub->add_option("-c,--ctx-size", args->ctx, "Context length for the KV memory estimate");
+  return {"inspect", sub, [args] { return run_inspect(*args); }};
 }
 
 }  // namespace pagoda

@@ -10,16 +10,17 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 
 #include "base/timer.h"
 #include "cli/commands.h"
-#include "cli/human_size.h"
+#include "base/human_size.h"
 #include "cli/model_loader.h"
-#include "cli/quantize_method.h"
-#include "cli/quantize_plan.h"
-#include "cli/quantize_progress.h"
+#include "quantize/method.h"
+#include "quantize/plan.h"
+#include "quantize/progress.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quantize_matrix.h"
 #include "quant/w8a8.h"
@@ -37,7 +38,7 @@ struct QuantizeArgs {
   QuantMethodOptions method;
   int32_t threads = 0;
   bool allow_requantize = false;
-} g_args;
+};
 
 // How a failure inside the writer's fill callback reaches write(), which removes the
 // unfinished file and reports the message.
@@ -89,31 +90,31 @@ std::string tensor_counts(const QuantizePlan& plan) {
   return out;
 }
 
-int run_quantize() {
+int run_quantize(const QuantizeArgs& a) {
   Timer timer;
-  auto type = parse_quantize_type(g_args.type);
+  auto type = parse_quantize_type(a.type);
   if (!type) return report_error(error("--type: {}", type.status().message()));
   std::vector<KeepRule> keep;
-  for (const std::string& spec : g_args.keep) {
+  for (const std::string& spec : a.keep) {
     auto rule = parse_keep_rule(spec);
     if (!rule) return report_error(rule.status());
     keep.push_back(std::move(rule.value()));
   }
   std::error_code ec;
-  if (std::filesystem::equivalent(g_args.input, g_args.output, ec))
-    return report_error(error("the output {} is the input file; write to another path", g_args.output));
-  if (std::filesystem::is_directory(g_args.output, ec))
-    return report_error(error("the output {} is a directory; give a file name", g_args.output));
+  if (std::filesystem::equivalent(a.input, a.output, ec))
+    return report_error(error("the output {} is the input file; write to another path", a.output));
+  if (std::filesystem::is_directory(a.output, ec))
+    return report_error(error("the output {} is a directory; give a file name", a.output));
 
-  auto file = GgufFile::open(g_args.input);
+  auto file = GgufFile::open(a.input);
   if (!file) return report_error(file.status());
   const TypePolicy policy(*type, std::move(keep));
-  auto plan_or = plan_quantization(*file, policy, g_args.allow_requantize);
+  auto plan_or = plan_quantization(*file, policy, a.allow_requantize);
   if (!plan_or) return report_error(plan_or.status());
   const QuantizePlan& plan = *plan_or;
-  const int threads = g_args.threads > 0 ? g_args.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
   ThreadPool pool(threads);
-  auto strategy = make_quant_strategy(g_args.method, *file, policy, pool);
+  auto strategy = make_quant_strategy(a.method, *file, policy, pool);
   if (!strategy) return report_error(strategy.status());
 
   GgufWriter writer(file->alignment());
@@ -145,12 +146,12 @@ int run_quantize() {
       writer.add_tensor(p.source->name + std::string(kW8A8ScaleSuffix), {p.rows}, DType::F32,
                         [&](uint8_t* dst) { std::memcpy(dst, w8a8_scales.data(), w8a8_scales.size() * sizeof(float)); });
   }
-  Status st = writer.write(g_args.output);
+  Status st = writer.write(a.output);
   progress.finish();
   if (!st) return report_error(st);
 
   const auto bpw = [&](size_t bytes) { return plan.params ? 8.0 * static_cast<double>(bytes) / plan.params : 0.0; };
-  fmt::print("quantized {} -> {}: {} ({}), {} tensors: {}\n", g_args.input, g_args.output, quantize_type_name(*type),
+  fmt::print("quantized {} -> {}: {} ({}), {} tensors: {}\n", a.input, a.output, quantize_type_name(*type),
              (*strategy)->name(), plan.tensors.size(), tensor_counts(plan));
   fmt::print("size {} -> {}, {:.2f} -> {:.2f} bits/weight, {:.2f} s ({} threads)\n",
              human_size(static_cast<double>(plan.in_bytes)), human_size(static_cast<double>(plan.out_bytes)),
@@ -161,28 +162,29 @@ int run_quantize() {
 }  // namespace
 
 Subcommand add_quantize_command(CLI::App& app) {
+  auto args = std::make_shared<QuantizeArgs>();
   CLI::App* sub = app.add_subcommand("quantize", "Write a copy of a GGUF model with its weight matrices quantized");
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("input", g_args.input, "Source GGUF file (F32, F16 or BF16 weights)")->required();
-  sub->add_option("output", g_args.output, "GGUF file to write (replaced atomically when done)")->required();
-  sub->add_option("--type", g_args.type,
+  sub->add_option("input", args->input, "Source GGUF file (F32, F16 or BF16 weights)")->required();
+  sub->add_option("output", args->output, "GGUF file to write (replaced atomically when done)")->required();
+  sub->add_option("--type", args->type,
                   "Format of the weight matrices: Q8_0, Q6_K, Q5_K, Q4_K, Q4_0, Q3_K, Q2_K (also Q5_1, Q5_0, Q4_1, "
                   "F16, BF16, F32, and W8A8: Pagoda's int8 x int8 format, which llama.cpp cannot load)")
       ->required();
-  sub->add_option("--keep", g_args.keep,
+  sub->add_option("--keep", args->keep,
                   "TYPE=REGEX: weight matrices whose name REGEX matches (anywhere: anchor with ^ and $) get TYPE "
                   "instead; repeatable, the first matching rule wins. E.g. --keep q8_0='^output\\.weight|token_embd'")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--method", g_args.method.method,
+  sub->add_option("--method", args->method.method,
                   "rtn (round to nearest, default), awq (activation-aware channel scales), gptq (Hessian-based "
                   "error feedback) or awq+gptq (both); all but rtn need --calib");
-  sub->add_option("--calib", g_args.method.calib_path, "Calibration text (plain UTF-8) for awq and gptq");
-  sub->add_option("--calib-tokens", g_args.method.calib_tokens, "Calibration tokens to run (default 4096)");
-  sub->add_option("--calib-ctx", g_args.method.calib_ctx, "Tokens per calibration chunk (default 512)");
-  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
-  sub->add_flag("--allow-requantize", g_args.allow_requantize,
+  sub->add_option("--calib", args->method.calib_path, "Calibration text (plain UTF-8) for awq and gptq");
+  sub->add_option("--calib-tokens", args->method.calib_tokens, "Calibration tokens to run (default 4096)");
+  sub->add_option("--calib-ctx", args->method.calib_ctx, "Tokens per calibration chunk (default 512)");
+  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  sub->add_flag("--allow-requantize", args->allow_requantize,
                 "Allow sources whose tensors are already quantized (loses more precision)");
-  return {"quantize", sub, run_quantize};
+  return {"quantize", sub, [args] { return run_quantize(*args); }};
 }
 
 }  // namespace pagoda

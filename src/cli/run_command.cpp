@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "base/log.h"
@@ -37,8 +38,7 @@ struct RunArgs {
   SamplingParams sp;
   int64_t seed = -1;
   EngineArgs engine;
-} g_args;
-CLI::Option* g_prompt_ids_opt = nullptr;
+};
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -59,38 +59,38 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
-int run_run() {
-  auto loaded = load_model_with_tokenizer(g_args.model, g_args.threads, /*require_tokenizer=*/false);
+// use_ids: --prompt-ids was given (even empty, which is an error).
+int run_run(const RunArgs& a, bool use_ids) {
+  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/false);
   if (!loaded) return fail(loaded.status());
   ThreadPool& pool = ThreadPool::global();
   Model& model = *loaded->model;
   std::unique_ptr<Tokenizer>& tokenizer = loaded->tokenizer;
 
   std::vector<int32_t> prompt;
-  const bool use_ids = g_prompt_ids_opt->count() > 0;
   if (use_ids) {
-    auto ids = parse_ids(g_args.prompt_ids);
+    auto ids = parse_ids(a.prompt_ids);
     if (!ids) return fail(ids.status());
     prompt = std::move(ids.value());
   } else {
-    std::string text = g_args.prompt;
-    if (!g_args.prompt_file.empty()) {
-      std::ifstream in(g_args.prompt_file, std::ios::binary);
-      if (!in) return fail(error("cannot read prompt file {}", g_args.prompt_file));
+    std::string text = a.prompt;
+    if (!a.prompt_file.empty()) {
+      std::ifstream in(a.prompt_file, std::ios::binary);
+      if (!in) return fail(error("cannot read prompt file {}", a.prompt_file));
       std::stringstream buf;
       buf << in.rdbuf();
       text = buf.str();
     }
     if (!tokenizer) return fail(error("the model has no tokenizer; pass --prompt-ids"));
-    prompt = tokenizer->encode(text, !g_args.no_bos, true);
+    prompt = tokenizer->encode(text, !a.no_bos, true);
   }
   const ModelConfig& c = model.config();
-  int32_t ctx = g_args.ctx > 0 ? std::min(g_args.ctx, c.n_ctx_train) : c.n_ctx_train;
+  int32_t ctx = a.ctx > 0 ? std::min(a.ctx, c.n_ctx_train) : c.n_ctx_train;
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     return fail(error("the prompt has {} tokens but the context holds {}; use a shorter prompt or a larger --ctx-size",
                       prompt.size(), ctx));
   // One sequence: the default KV budget is one full context.
-  EngineArgs ea = g_args.engine;
+  EngineArgs ea = a.engine;
   ea.max_num_seqs = 1;
   auto ec = engine_config(ea, ctx);
   if (!ec) return fail(ec.status());
@@ -98,14 +98,14 @@ int run_run() {
   if (!engine) return fail(engine.status());
 
   GenerateOptions opts;
-  opts.max_tokens = g_args.n_predict;
-  opts.ignore_eos = g_args.ignore_eos;
-  opts.sampling = g_args.sp;
-  opts.sampling.seed = g_args.seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(g_args.seed);
+  opts.max_tokens = a.n_predict;
+  opts.ignore_eos = a.ignore_eos;
+  opts.sampling = a.sp;
+  opts.sampling.seed = a.seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(a.seed);
 
   // Echo the prompt as llama.cpp does, then stream the continuation.
   if (tokenizer && !use_ids) {
-    fmt::print("{}", g_args.prompt_file.empty() ? g_args.prompt : std::string());
+    fmt::print("{}", a.prompt_file.empty() ? a.prompt : std::string());
   }
   std::fflush(stdout);
   auto on_token = [&](int32_t id, const std::string& text) {
@@ -114,25 +114,25 @@ int run_run() {
     std::fflush(stdout);
     return true;
   };
-  auto res = generate(**engine, tokenizer.get(), prompt, opts, on_token, !g_args.logits_out.empty());
+  auto res = generate(**engine, tokenizer.get(), prompt, opts, on_token, !a.logits_out.empty());
   if (!res) return fail(res.status());
   fmt::print("\n");
   const GenerateStats& s = res->stats;
-  if (!g_args.ids_out.empty()) {
+  if (!a.ids_out.empty()) {
     nlohmann::json j;
     j["prompt_ids"] = prompt;
     j["generated_ids"] = res->tokens;
-    std::ofstream out(g_args.ids_out);
+    std::ofstream out(a.ids_out);
     out << j.dump() << "\n";
-    if (!out) return fail(error("cannot write {}", g_args.ids_out));
+    if (!out) return fail(error("cannot write {}", a.ids_out));
   }
-  if (!g_args.logits_out.empty()) {
-    std::ofstream out(g_args.logits_out, std::ios::binary);
+  if (!a.logits_out.empty()) {
+    std::ofstream out(a.logits_out, std::ios::binary);
     out.write(reinterpret_cast<const char*>(res->logits.data()),
               static_cast<std::streamsize>(res->logits.size() * sizeof(float)));
-    if (!out) return fail(error("cannot write {}", g_args.logits_out));
+    if (!out) return fail(error("cannot write {}", a.logits_out));
   }
-  if (!g_args.quiet_stats) {
+  if (!a.quiet_stats) {
     const double decode_tps = s.generated_tokens > 1 ? (s.generated_tokens - 1) / s.decode_seconds : 0.0;
     fmt::print(stderr,
                "\nprompt {} tokens | prefill {:.1f} tok/s | time to first token {:.1f} ms | generated {} tokens | "
@@ -146,32 +146,34 @@ int run_run() {
 }  // namespace
 
 Subcommand add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt");
   // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
-  sub->add_option("-p,--prompt", g_args.prompt, "Prompt text");
-  sub->add_option("-f,--file", g_args.prompt_file, "Read the prompt from a file");
-  g_prompt_ids_opt = sub->add_option("--prompt-ids", g_args.prompt_ids, "Prompt as comma-separated token ids (no tokenizer, no BOS added)");
-  sub->add_option("-n,--n-predict", g_args.n_predict, "Tokens to generate (-1: until end of text)");
-  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
-  sub->add_option("-c,--ctx-size", g_args.ctx, "Context size in tokens (0: the model's trained context)");
-  sub->add_option("--temp", g_args.sp.temperature, "Temperature (0: greedy)");
-  sub->add_option("--top-k", g_args.sp.top_k, "Top-k (0: off)");
-  sub->add_option("--top-p", g_args.sp.top_p, "Top-p (1: off)");
-  sub->add_option("--min-p", g_args.sp.min_p, "Min-p (0: off)");
-  sub->add_option("--repeat-penalty", g_args.sp.repeat_penalty, "Repetition penalty (1: off)");
-  sub->add_option("--repeat-last-n", g_args.sp.repeat_last_n, "Tokens the penalties look back over (-1: all)");
-  sub->add_option("--presence-penalty", g_args.sp.presence_penalty, "Presence penalty");
-  sub->add_option("--frequency-penalty", g_args.sp.frequency_penalty, "Frequency penalty");
-  sub->add_option("-s,--seed", g_args.seed, "RNG seed (-1: random)");
-  sub->add_flag("--ignore-eos", g_args.ignore_eos, "Keep generating past end-of-text tokens");
-  sub->add_flag("--no-bos", g_args.no_bos, "Do not add the BOS token to the prompt");
-  sub->add_flag("--no-stats", g_args.quiet_stats, "Do not print the stats line");
-  sub->add_option("--ids-out", g_args.ids_out, "Write prompt and generated token ids as JSON");
-  sub->add_option("--logits-out", g_args.logits_out, "Write each generated token's logits (float32 rows)");
-  add_engine_options(*sub, g_args.engine);
-  return {"run", sub, run_run};
+  sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+  sub->add_option("-p,--prompt", args->prompt, "Prompt text");
+  sub->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
+  CLI::Option* prompt_ids = sub->add_option("--prompt-ids", args->prompt_ids,
+                                            "Prompt as comma-separated token ids (no tokenizer, no BOS added)");
+  sub->add_option("-n,--n-predict", args->n_predict, "Tokens to generate (-1: until end of text)");
+  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  sub->add_option("-c,--ctx-size", args->ctx, "Context size in tokens (0: the model's trained context)");
+  sub->add_option("--temp", args->sp.temperature, "Temperature (0: greedy)");
+  sub->add_option("--top-k", args->sp.top_k, "Top-k (0: off)");
+  sub->add_option("--top-p", args->sp.top_p, "Top-p (1: off)");
+  sub->add_option("--min-p", args->sp.min_p, "Min-p (0: off)");
+  sub->add_option("--repeat-penalty", args->sp.repeat_penalty, "Repetition penalty (1: off)");
+  sub->add_option("--repeat-last-n", args->sp.repeat_last_n, "Tokens the penalties look back over (-1: all)");
+  sub->add_option("--presence-penalty", args->sp.presence_penalty, "Presence penalty");
+  sub->add_option("--frequency-penalty", args->sp.frequency_penalty, "Frequency penalty");
+  sub->add_option("-s,--seed", args->seed, "RNG seed (-1: random)");
+  sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-text tokens");
+  sub->add_flag("--no-bos", args->no_bos, "Do not add the BOS token to the prompt");
+  sub->add_flag("--no-stats", args->quiet_stats, "Do not print the stats line");
+  sub->add_option("--ids-out", args->ids_out, "Write prompt and generated token ids as JSON");
+  sub->add_option("--logits-out", args->logits_out, "Write each generated token's logits (float32 rows)");
+  add_engine_options(*sub, args->engine);
+  return {"run", sub, [args, prompt_ids] { return run_run(*args, prompt_ids->count() > 0); }};
 }
 
 }  // namespace pagoda

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "base/log.h"
@@ -15,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
-#include "server/chat_prompt.h"
+#include "chat/chat_prompt.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -38,37 +39,37 @@ struct ServeArgs {
   size_t max_queued = 512;
   size_t max_body_mib = 16;
   EngineArgs engine;
-} g_args;
+};
 
 std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop.store(true); }
 
-int run_serve() {
-  auto loaded = load_model_with_tokenizer(g_args.model, g_args.threads, /*require_tokenizer=*/true);
+int run_serve(const ServeArgs& a) {
+  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/true);
   if (!loaded) return fail(loaded.status());
   ThreadPool& pool = ThreadPool::global();
   Model& model = *loaded->model;
   std::unique_ptr<Tokenizer>& tokenizer = loaded->tokenizer;
-  auto tpl_r = chat_template_source(*loaded->file, g_args.chat_template_file);
+  auto tpl_r = chat_template_source(*loaded->file, a.chat_template_file);
   if (!tpl_r) return fail(tpl_r.status());
   const std::string& tpl = *tpl_r;
-  const std::string origin = g_args.chat_template_file.empty() ? "model" : "file";
+  const std::string origin = a.chat_template_file.empty() ? "model" : "file";
   auto prompter = ChatPrompter::create(tpl, model.config().arch_name, *tokenizer);
   if (!prompter) return fail(prompter.status());
   if (!tpl.empty()) (*prompter)->set_origin(origin);
 
-  const int32_t ctx = g_args.ctx > 0 ? g_args.ctx : model.config().n_ctx_train;
-  auto ec = engine_config(g_args.engine, ctx);
+  const int32_t ctx = a.ctx > 0 ? a.ctx : model.config().n_ctx_train;
+  auto ec = engine_config(a.engine, ctx);
   if (!ec) return fail(ec.status());
   auto engine = Engine::create(model, tokenizer.get(), *ec);
   if (!engine) return fail(engine.status());
   (*engine)->prefault_kv();
 
-  const std::string name = g_args.served_name.empty() ? std::filesystem::path(g_args.model).stem().string()
-                                                      : g_args.served_name;
+  const std::string name = a.served_name.empty() ? std::filesystem::path(a.model).stem().string()
+                                                      : a.served_name;
   Metrics metrics(name);
   EngineLoopConfig lc;
-  lc.max_queued = g_args.max_queued;
+  lc.max_queued = a.max_queued;
   EngineLoop loop(**engine, &metrics, lc);
   ServerContext sctx;
   sctx.loop = &loop;
@@ -76,12 +77,12 @@ int run_serve() {
   sctx.metrics = &metrics;
   sctx.model_name = name;
   sctx.max_model_len = (*engine)->max_model_len();
-  sctx.max_tokens_limit = g_args.max_tokens_limit;
+  sctx.max_tokens_limit = a.max_tokens_limit;
   ServerOptions so;
-  so.host = g_args.host;
-  so.port = g_args.port;
-  so.api_key = g_args.api_key;
-  so.max_body_bytes = g_args.max_body_mib << 20;
+  so.host = a.host;
+  so.port = a.port;
+  so.api_key = a.api_key;
+  so.max_body_bytes = a.max_body_mib << 20;
   ChatPrompter* chat = prompter->get();
   HttpServer http(so, sctx, [chat](const ApiRequest& r) { return (*chat)(r); });
   if (Status st = http.bind(); !st.is_ok()) return fail(st);
@@ -107,7 +108,7 @@ int run_serve() {
                  ? fmt::format(" x {} layers in {} layer groups", kv.layout().layers_per_block(), kv.layout().n_groups())
                  : std::string(),
              kv_type_name(kv.shape().type), kv.bytes() / 1048576.0, (*prompter)->origin(), pool.num_threads(),
-             g_args.host, http.port());
+             a.host, http.port());
   const bool ok = http.serve();
   g_stop.store(true);
   watcher.join();
@@ -118,21 +119,22 @@ int run_serve() {
 }  // namespace
 
 Subcommand add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web playground");
   sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", g_args.model, "GGUF model file")->required();
-  sub->add_option("--host", g_args.host, "Address to listen on");
-  sub->add_option("--port", g_args.port, "Port (0: any free port)");
-  sub->add_option("--api-key", g_args.api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
-  sub->add_option("--served-model-name", g_args.served_name, "Model name in the API (default: the file's stem)");
-  sub->add_option("--chat-template", g_args.chat_template_file, "Jinja chat template file (default: the model's)");
-  sub->add_option("-c,--ctx-size", g_args.ctx, "Context per sequence (0: the model's trained context)");
-  sub->add_option("-t,--threads", g_args.threads, "Threads (default: all cores)");
-  sub->add_option("--max-tokens-limit", g_args.max_tokens_limit, "Largest max_tokens a request may ask (0: the context)");
-  sub->add_option("--max-queued-requests", g_args.max_queued, "Waiting requests beyond which new ones get 429");
-  sub->add_option("--max-body-mib", g_args.max_body_mib, "Largest request body in MiB (413 beyond)");
-  add_engine_options(*sub, g_args.engine);
-  return {"serve", sub, run_serve};
+  sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+  sub->add_option("--host", args->host, "Address to listen on");
+  sub->add_option("--port", args->port, "Port (0: any free port)");
+  sub->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
+  sub->add_option("--served-model-name", args->served_name, "Model name in the API (default: the file's stem)");
+  sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
+  sub->add_option("-c,--ctx-size", args->ctx, "Context per sequence (0: the model's trained context)");
+  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  sub->add_option("--max-tokens-limit", args->max_tokens_limit, "Largest max_tokens a request may ask (0: the context)");
+  sub->add_option("--max-queued-requests", args->max_queued, "Waiting requests beyond which new ones get 429");
+  sub->add_option("--max-body-mib", args->max_body_mib, "Largest request body in MiB (413 beyond)");
+  add_engine_options(*sub, args->engine);
+  return {"serve", sub, [args] { return run_serve(*args); }};
 }
 
 }  // namespace pagoda

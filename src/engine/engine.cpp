@@ -77,9 +77,12 @@ Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const Request
   if (params.n < 1 || params.n > 128) return error("n must be between 1 and 128 (got {})", params.n);
   if (params.max_tokens == 0) return error("max_tokens must be at least 1 (or negative for no limit)");
   if (params.logprobs > 20) return error("logprobs must be at most 20 (got {})", params.logprobs);
+  if (tokenizer_ == nullptr && !params.stop.empty())
+    return error("stop strings need the model's tokenizer (this engine runs on token ids only)");
   const RequestId id = next_request_++;
   RequestRecord& r = requests_[id];
   r.params = params;
+  std::erase_if(r.params.stop, [](const std::string& s) { return s.empty(); });
   auto s = std::make_unique<Sequence>();
   s->id = next_seq_++;
   s->request = id;
@@ -89,6 +92,7 @@ Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const Request
   s->prompt_len = static_cast<int32_t>(prompt.size());
   s->tokens = std::move(prompt);
   s->sampler = std::make_unique<Sampler>(params.sampling);
+  s->output = std::make_unique<OutputProcessor>(tokenizer_, r.params);
   s->arrival_time = clock_.seconds();
   scheduler_->add(s.get());
   r.seqs.push_back(std::move(s));
@@ -119,6 +123,7 @@ void Engine::fork(RequestRecord& r, Sequence& parent) {
     // Distinct but reproducible samples: sample i draws from seed + i.
     if (sp.seed != kRandomSeed) sp.seed = sp.seed + static_cast<uint64_t>(i);
     c->sampler = std::make_unique<Sampler>(sp);
+    c->output = std::make_unique<OutputProcessor>(tokenizer_, r.params);
     c->forked = true;
     c->cached_prompt_tokens = parent.cached_prompt_tokens;
     c->arrival_time = parent.arrival_time;
@@ -128,15 +133,9 @@ void Engine::fork(RequestRecord& r, Sequence& parent) {
   }
 }
 
-FinishReason Engine::stop_reason(const Sequence& s) const {
-  const int32_t last = s.tokens.back();
+bool Engine::at_length(const Sequence& s) const {
   const RequestParams& p = *s.params;
-  if (!p.ignore_eos && tokenizer_ != nullptr && tokenizer_->is_eog(last)) return FinishReason::kStop;
-  if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), last) != p.stop_token_ids.end())
-    return FinishReason::kStop;
-  if (p.max_tokens > 0 && s.output_len() >= p.max_tokens) return FinishReason::kLength;
-  if (s.len() >= max_model_len_) return FinishReason::kLength;
-  return FinishReason::kNone;
+  return (p.max_tokens > 0 && s.output_len() >= p.max_tokens) || s.len() >= max_model_len_;
 }
 
 void Engine::draw_samples() {
@@ -185,7 +184,10 @@ void Engine::record_sample(const Draw& d, StepOutput& out) {
   out.prompt_tokens = s.prompt_len;
   out.cached_prompt_tokens = s.cached_prompt_tokens;
   out.output_tokens = s.output_len();
-  out.finish = stop_reason(s);
+  OutputProcessor::Update u = s.output->push(tok, at_length(s));
+  out.text = std::move(u.text);
+  out.finish = u.finish;
+  out.stop_string = std::move(u.stop_string);
   if (out.finish != FinishReason::kNone) out.finish_time = now;
   ++counters_.generated_tokens;
 }

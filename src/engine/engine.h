@@ -61,7 +61,8 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config);
 
   // Queues a request. Fails (queuing nothing) on an empty prompt, ids outside the
-  // vocabulary, a prompt that leaves no room in max_model_len, or bad parameters.
+  // vocabulary, a prompt that leaves no room in max_model_len, or bad parameters (stop
+  // strings without a tokenizer among them).
   Result<RequestId> add_request(std::vector<int32_t> prompt, const RequestParams& params);
   // Runs one step; the tokens it produced (and the ends of sequences). Fails only on an
   // internal error of the forward pass.
@@ -104,7 +105,8 @@ class Engine {
   void draw_samples();
   // Appends d's token to its sequence and fills `out` (logprobs from the raw row).
   void record_sample(const Draw& d, StepOutput& out);
-  FinishReason stop_reason(const Sequence& s) const;
+  // Whether the sequence reached its max_tokens or the model length with its last token.
+  bool at_length(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
   void finish_sequence(Sequence* s);
 

@@ -1,7 +1,5 @@
 #include "engine/generator.h"
 
-#include <optional>
-
 #include "base/timer.h"
 
 namespace pagoda {
@@ -13,6 +11,7 @@ Result<GenerateResult> generate(Engine& engine, const Tokenizer* tokenizer, cons
   p.sampling = opts.sampling;
   p.max_tokens = opts.max_tokens < 0 ? -1 : opts.max_tokens;
   p.ignore_eos = opts.ignore_eos;
+  p.stop = opts.stop;
   p.return_logits = keep_logits;
   GenerateResult res;
   res.stats.prompt_tokens = static_cast<int32_t>(prompt.size());
@@ -21,9 +20,6 @@ Result<GenerateResult> generate(Engine& engine, const Tokenizer* tokenizer, cons
   Timer timer;
   auto id = engine.add_request(prompt, p);
   if (!id) return id.status();
-  std::optional<IncrementalDetokenizer> detok;
-  // Generated text continues the prompt, so a leading space is real text.
-  if (tokenizer != nullptr) detok.emplace(*tokenizer, /*at_text_start=*/false);
   Timer decode_timer;
   bool running = true;
   while (running && engine.has_work()) {
@@ -41,23 +37,16 @@ Result<GenerateResult> generate(Engine& engine, const Tokenizer* tokenizer, cons
       }
       res.tokens.push_back(o.token);
       if (keep_logits) res.logits.insert(res.logits.end(), o.logits.begin(), o.logits.end());
-      const bool eog = tokenizer != nullptr && tokenizer->is_eog(o.token);
-      std::string text;
-      if (detok && !eog) text = detok->push(o.token);
-      if (on_token && !on_token(o.token, text)) {
+      if (on_token && !on_token(o.token, o.text)) {
         engine.abort(*id);
         res.stats.stop_reason = "cancelled";
         running = false;
         break;
       }
-      if (o.finish == FinishReason::kStop) res.stats.stop_reason = "eos";
+      if (o.finish == FinishReason::kStop) res.stats.stop_reason = o.stop_string.empty() ? "eos" : "stop";
       else if (o.finish == FinishReason::kLength)
         res.stats.stop_reason = opts.max_tokens > 0 && o.output_tokens >= opts.max_tokens ? "length" : "context";
     }
-  }
-  if (detok && on_token) {
-    std::string rest = detok->flush();
-    if (!rest.empty()) on_token(-1, rest);
   }
   res.stats.generated_tokens = static_cast<int32_t>(res.tokens.size());
   res.stats.decode_seconds = res.tokens.size() > 1 ? decode_timer.seconds() : 0.0;

@@ -19,6 +19,7 @@ namespace pagoda {
 struct GenerateOptions {
   int32_t max_tokens = 128;   // < 0: until end of generation or context full
   bool ignore_eos = false;
+  std::vector<std::string> stop;  // stop strings (RequestParams::stop)
   SamplingParams sampling;
 };
 
@@ -28,7 +29,7 @@ struct GenerateStats {
   double prefill_seconds = 0;   // the prompt's forward pass (and the first sample)
   double ttft_seconds = 0;      // request queued -> first token
   double decode_seconds = 0;    // everything after the first token
-  std::string stop_reason;      // "length", "eos", "context", "cancelled"
+  std::string stop_reason;      // "length", "eos", "stop" (a stop string), "context", "cancelled"
 };
 
 struct GenerateResult {
@@ -37,9 +38,10 @@ struct GenerateResult {
   GenerateStats stats;
 };
 
-// on_token(id, text): called for each generated token with the text that became
-// complete (may be empty mid-character); id -1 carries leftover text at the end. Return
-// false to stop early. The engine must have no other work (its steps run here).
+// on_token(id, text): called for each generated token with the text that became safe to
+// show (the engine's output processor: empty mid-character or while it may be the start
+// of a stop string; everything held comes with the last token). Return false to stop
+// early. The engine must have no other work (its steps run here).
 using TokenCallback = std::function<bool(int32_t, const std::string&)>;
 
 Result<GenerateResult> generate(Engine& engine, const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,

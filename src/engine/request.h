@@ -19,6 +19,9 @@ struct RequestParams {
   int32_t max_tokens = 128;          // < 0: until a stop or the context is full
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
+  // Text that ends a sample where it first appears (not included in the text); needs
+  // the engine's tokenizer. Empty strings are ignored.
+  std::vector<std::string> stop;
   int32_t n = 1;                     // parallel samples of the same prompt
   int32_t priority = 0;              // lower runs first (priority policy only)
   int32_t logprobs = -1;             // >= 0: report the token's logprob and this many top ones
@@ -36,7 +39,12 @@ struct StepOutput {
   float logprob = 0.0f;         // when RequestParams::logprobs >= 0
   std::vector<std::pair<int32_t, float>> top_logprobs;
   std::vector<float> logits;    // when RequestParams::return_logits
+  // The text this token made safe to show (engine/output_processor.h): empty without a
+  // tokenizer, mid-character, or while it could still be the start of a stop string; at
+  // the end of a sequence, everything still held.
+  std::string text;
   FinishReason finish = FinishReason::kNone;
+  std::string stop_string;      // the stop string that ended the sample, if one did
   // Set on the first token of a sequence and at its end (seconds since engine start).
   double arrival_time = 0, first_token_time = 0, finish_time = 0;
   double token_time = 0;             // when this token was sampled

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/output_processor.h"
 #include "engine/request.h"
 #include "kv/block_pool.h"
 #include "sampling/sampler.h"
@@ -31,6 +32,7 @@ struct Sequence {
   std::vector<std::vector<BlockId>> tables;
   std::vector<BlockHash> hashes;  // of full blocks 0.. of `tokens` (may run past num_computed)
   std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<OutputProcessor> output;
   SeqStatus status = SeqStatus::kWaiting;
   bool forked = false;          // n > 1: the samples have been split off
   bool padding = false;         // static mode: finished, but still computed with its batch

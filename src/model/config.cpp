@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "gguf/gguf_file.h"
+#include "model/arch_spec.h"
 
 namespace pagoda {
 namespace {
@@ -24,15 +25,9 @@ Result<ModelConfig> read_config(const GgufFile& f) {
   auto arch = f.get_string("general.architecture");
   if (!arch) return error("{}: missing general.architecture", f.path());
   c.arch_name = *arch;
-  if (*arch == "llama") {
-    c.arch = Arch::kLlama;
-  } else if (*arch == "qwen2") {
-    c.arch = Arch::kQwen2;
-  } else if (*arch == "gemma3") {
-    c.arch = Arch::kGemma3;
-  } else {
-    return error("{}: architecture '{}' is not supported (supported: llama, qwen2, gemma3)", f.path(), *arch);
-  }
+  c.arch = find_arch(*arch);
+  if (c.arch == nullptr)
+    return error("{}: architecture '{}' is not supported (supported: {})", f.path(), *arch, arch_names());
   const std::string a = *arch + ".";
 #define PAGODA_DIM(field, key, req, fb)              \
   {                                                  \

@@ -1,7 +1,8 @@
 // Hyper-parameters of a decoder-only transformer, read from GGUF metadata
 // ("{arch}.embedding_length", ...) and checked for consistency before any weight is
-// touched. One struct covers every architecture; the per-architecture files fill the
-// parts that differ (RoPE layout, sliding-window pattern, embedding scale).
+// touched. One struct covers every architecture; each architecture's ArchSpec
+// (model/arch_spec.h) fills the parts that differ (RoPE layout, sliding-window pattern,
+// embedding scale).
 #pragma once
 
 #include <cstdint>
@@ -14,12 +15,12 @@
 namespace pagoda {
 
 class GgufFile;
+struct ArchSpec;
 
-enum class Arch { kLlama, kQwen2, kGemma3 };
 enum class FfnActivation { kSilu, kGeluTanh };
 
 struct ModelConfig {
-  Arch arch = Arch::kLlama;
+  const ArchSpec* arch = nullptr;  // the registered architecture (never null once read)
   std::string arch_name;
   int32_t n_embd = 0;
   int32_t n_layer = 0;
@@ -42,7 +43,8 @@ struct ModelConfig {
   int32_t kv_dim() const { return n_head_kv * head_dim; }
 };
 
-// Reads the common keys and validates them; `arch` decides the defaults that differ.
+// Reads the common keys and validates them, then lets the architecture's spec fill the
+// defaults that differ. Fails on an architecture that is not registered.
 Result<ModelConfig> read_config(const GgufFile& file);
 
 }  // namespace pagoda

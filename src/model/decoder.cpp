@@ -1,6 +1,7 @@
-// The shared forward pass of every supported architecture: a pre-norm decoder whose
-// optional pieces (QKV bias, QK-norm, post-norms, embedding scale, sliding windows) come
-// from the config and the bound weights. Explicit code over the kernels, no graph.
+// The shared forward pass of every supported architecture: a pre-norm decoder built from
+// blocks (embedding, attention, FFN, output), each owning its optional pieces (QKV bias,
+// QK-norm, post-norms, embedding scale, sliding windows), which come from the config and
+// the bound weights. Explicit code over the kernels, no graph.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -153,8 +154,16 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
 
 void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
                           bool all_logits) {
-  const ModelConfig& c = config_;
-  ThreadPool& pool = *pool_;
+  const int64_t n = plan_chunk(seqs, kv);
+  embed(tokens, n);
+  for (int32_t l = 0; l < config_.n_layer; ++l) {
+    attention_block(l, n, seqs.size(), kv);
+    ffn_block(l, n);
+  }
+  if (logits != nullptr) output_logits(seqs, logits, all_logits);
+}
+
+int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
   int64_t n = 0;
   for (const BatchSeq& s : seqs) n += s.n_tokens;
   ensure_scratch(n);
@@ -164,111 +173,133 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
   const KvLayout& layout = kv.layout();
   const size_t n_seqs = seqs.size();
   attn_seqs_.resize(n_seqs * static_cast<size_t>(layout.n_groups()));
-  {
-    int64_t t = 0;
-    for (size_t i = 0; i < n_seqs; ++i) {
-      for (int32_t g = 0; g < layout.n_groups(); ++g)
-        attn_seqs_[g * n_seqs + i] = AttnSeq{t, seqs[i].n_tokens, seqs[i].pos0, seqs[i].tables[g].data()};
-      for (int32_t j = 0; j < seqs[i].n_tokens; ++j, ++t) {
-        pos_[t] = seqs[i].pos0 + j;
-        tables_[t] = seqs[i].tables.data();
-      }
+  int64_t t = 0;
+  for (size_t i = 0; i < n_seqs; ++i) {
+    for (int32_t g = 0; g < layout.n_groups(); ++g)
+      attn_seqs_[g * n_seqs + i] = AttnSeq{t, seqs[i].n_tokens, seqs[i].pos0, seqs[i].tables[g].data()};
+    for (int32_t j = 0; j < seqs[i].n_tokens; ++j, ++t) {
+      pos_[t] = seqs[i].pos0 + j;
+      tables_[t] = seqs[i].tables.data();
     }
   }
-  const int32_t shift = kv.block_shift();
-  const int32_t mask = kv.shape().block_size - 1;
+  return n;
+}
+
+// Token embeddings into the residual x_, and the first layer's attention norm into xn_.
+void Model::embed(const int32_t* tokens, int64_t n) {
+  const ModelConfig& c = config_;
   const int64_t E = c.n_embd;
-  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
-  for_each_token(pool, n, E, [&](int64_t t) {
+  for_each_token(*pool_, n, E, [&](int64_t t) {
     dequantize_weight_row(weights_.tok_embd, tokens[t], &x_[t * E]);
     if (c.embed_scale != 1.0f) scale_inplace(&x_[t * E], c.embed_scale, E);
     rms_norm(&x_[t * E], weights_.layers[0].attn_norm, E, c.rms_eps, &xn_[t * E]);
   });
-  for (int32_t l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = weights_.layers[l];
-    const bool local = c.layer_is_local[l];
-    const RopeParams& rope = local ? c.rope_local : c.rope;
-    const int32_t group = layout.group_of(l);
-    // Attention; xn_ holds this layer's attention-normed input.
-    if (observer_) observer_(l, LinearInput::kAttention, xn_.data(), n, E);
-    {
-      const WeightView* ws[] = {&L.wq, &L.wk, &L.wv};
-      float* ys[] = {q_.data(), k_.data(), v_.data()};
-      matmul_shared_input(ws, xn_.data(), n, ys, pool);
-    }
-    // Each token's keys and values go to its slot through its sequence's block table.
-    for_each_token(pool, n, qd + 2 * kvd, [&](int64_t t) {
-      float* qt = &q_[t * qd];
-      float* kt = &k_[t * kvd];
-      float* vt = &v_[t * kvd];
-      if (L.bq != nullptr) add_inplace(qt, L.bq, qd);
-      if (L.bk != nullptr) add_inplace(kt, L.bk, kvd);
-      if (L.bv != nullptr) add_inplace(vt, L.bv, kvd);
-      if (L.q_norm != nullptr) {
-        for (int32_t h = 0; h < c.n_head; ++h) rms_norm(qt + h * c.head_dim, L.q_norm, c.head_dim, c.rms_eps, qt + h * c.head_dim);
-        for (int32_t h = 0; h < c.n_head_kv; ++h)
-          rms_norm(kt + h * c.head_dim, L.k_norm, c.head_dim, c.rms_eps, kt + h * c.head_dim);
-      }
-      const int32_t pos = pos_[t];
-      rope_apply(qt, c.n_head, kt, c.n_head_kv, c.head_dim, pos, rope);
-      kv.store(l, tables_[t][group][pos >> shift], pos & mask, kt, vt);
-    });
-    AttentionParams ap;
-    ap.n_heads = c.n_head;
-    ap.n_kv_heads = c.n_head_kv;
-    ap.head_dim = c.head_dim;
-    ap.scale = c.attn_scale;
-    ap.window = local ? c.sliding_window : 0;
-    attention_paged(q_.data(), std::span<const AttnSeq>(attn_seqs_).subspan(group * n_seqs, n_seqs), kv.layer(l), ap,
-                    att_.data(), pool);
-    if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd);
-    matmul(L.wo, att_.data(), n, proj_.data(), pool);
-    for_each_token(pool, n, E, [&](int64_t t) {
-      float* p = &proj_[t * E];
-      if (L.post_attn_norm != nullptr) rms_norm(p, L.post_attn_norm, E, c.rms_eps, p);
-      add_inplace(&x_[t * E], p, E);
-      rms_norm(&x_[t * E], L.ffn_norm, E, c.rms_eps, &xn_[t * E]);
-    });
-    // Feed-forward.
-    if (observer_) observer_(l, LinearInput::kFfn, xn_.data(), n, E);
-    {
-      const WeightView* ws[] = {&L.gate, &L.up};
-      float* ys[] = {gate_.data(), up_.data()};
-      matmul_shared_input(ws, xn_.data(), n, ys, pool);
-    }
-    const int64_t F = c.n_ff;
-    for_each_token(pool, n, F, [&](int64_t t) {
-      if (c.act == FfnActivation::kGeluTanh) geglu(&gate_[t * F], &up_[t * F], F);
-      else swiglu(&gate_[t * F], &up_[t * F], F);
-    });
-    if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, F);
-    matmul(L.down, gate_.data(), n, proj_.data(), pool);
-    // The residual add, and the next layer's attention norm while the row is in cache.
-    const float* next_norm = l + 1 < c.n_layer ? weights_.layers[l + 1].attn_norm : nullptr;
-    for_each_token(pool, n, E, [&](int64_t t) {
-      float* p = &proj_[t * E];
-      if (L.post_ffw_norm != nullptr) rms_norm(p, L.post_ffw_norm, E, c.rms_eps, p);
-      add_inplace(&x_[t * E], p, E);
-      if (next_norm != nullptr) rms_norm(&x_[t * E], next_norm, E, c.rms_eps, &xn_[t * E]);
-    });
-  }
-  if (logits == nullptr) return;
-  // The rows that produce logits, normalized into consecutive rows of xn_.
-  int64_t rows = 0;
+}
+
+// Self-attention of layer l on the normed input xn_: Q/K/V (with the architecture's bias
+// and QK-norm), RoPE, the KV store through each token's block table, paged attention and
+// the output projection; adds the result to x_ and leaves the FFN norm of x_ in xn_.
+void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) {
+  const ModelConfig& c = config_;
+  ThreadPool& pool = *pool_;
+  const LayerWeights& L = weights_.layers[l];
+  const bool local = c.layer_is_local[l];
+  const RopeParams& rope = local ? c.rope_local : c.rope;
+  const int32_t group = kv.layout().group_of(l);
+  const int32_t shift = kv.block_shift();
+  const int32_t mask = kv.shape().block_size - 1;
+  const int64_t E = c.n_embd;
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
+  if (observer_) observer_(l, LinearInput::kAttention, xn_.data(), n, E);
   {
-    int64_t t0 = 0;
-    for (const BatchSeq& s : seqs) {
-      if (all_logits) {
-        for (int32_t j = 0; j < s.n_tokens; ++j, ++rows)
-          rms_norm(&x_[(t0 + j) * E], weights_.output_norm, E, c.rms_eps, &xn_[rows * E]);
-      } else if (s.logits) {
-        rms_norm(&x_[(t0 + s.n_tokens - 1) * E], weights_.output_norm, E, c.rms_eps, &xn_[rows * E]);
-        ++rows;
-      }
-      t0 += s.n_tokens;
-    }
+    const WeightView* ws[] = {&L.wq, &L.wk, &L.wv};
+    float* ys[] = {q_.data(), k_.data(), v_.data()};
+    matmul_shared_input(ws, xn_.data(), n, ys, pool);
   }
-  if (rows > 0) matmul(weights_.output, xn_.data(), rows, logits, pool);
+  // Each token's keys and values go to its slot through its sequence's block table.
+  for_each_token(pool, n, qd + 2 * kvd, [&](int64_t t) {
+    float* qt = &q_[t * qd];
+    float* kt = &k_[t * kvd];
+    float* vt = &v_[t * kvd];
+    if (L.bq != nullptr) add_inplace(qt, L.bq, qd);
+    if (L.bk != nullptr) add_inplace(kt, L.bk, kvd);
+    if (L.bv != nullptr) add_inplace(vt, L.bv, kvd);
+    if (L.q_norm != nullptr) {
+      for (int32_t h = 0; h < c.n_head; ++h) rms_norm(qt + h * c.head_dim, L.q_norm, c.head_dim, c.rms_eps, qt + h * c.head_dim);
+      for (int32_t h = 0; h < c.n_head_kv; ++h)
+        rms_norm(kt + h * c.head_dim, L.k_norm, c.head_dim, c.rms_eps, kt + h * c.head_dim);
+    }
+    const int32_t pos = pos_[t];
+    rope_apply(qt, c.n_head, kt, c.n_head_kv, c.head_dim, pos, rope);
+    kv.store(l, tables_[t][group][pos >> shift], pos & mask, kt, vt);
+  });
+  AttentionParams ap;
+  ap.n_heads = c.n_head;
+  ap.n_kv_heads = c.n_head_kv;
+  ap.head_dim = c.head_dim;
+  ap.scale = c.attn_scale;
+  ap.window = local ? c.sliding_window : 0;
+  attention_paged(q_.data(), std::span<const AttnSeq>(attn_seqs_).subspan(group * n_seqs, n_seqs), kv.layer(l), ap,
+                  att_.data(), pool);
+  if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd);
+  matmul(L.wo, att_.data(), n, proj_.data(), pool);
+  residual_add(L.post_attn_norm, L.ffn_norm, n);
+}
+
+// The dense gated FFN of layer l on xn_ (SwiGLU or GeGLU); adds the result to x_ and
+// leaves the next layer's attention norm of x_ in xn_. An MoE layer gets a block of its
+// own beside this one.
+void Model::ffn_block(int32_t l, int64_t n) {
+  const ModelConfig& c = config_;
+  ThreadPool& pool = *pool_;
+  const LayerWeights& L = weights_.layers[l];
+  if (observer_) observer_(l, LinearInput::kFfn, xn_.data(), n, c.n_embd);
+  {
+    const WeightView* ws[] = {&L.gate, &L.up};
+    float* ys[] = {gate_.data(), up_.data()};
+    matmul_shared_input(ws, xn_.data(), n, ys, pool);
+  }
+  const int64_t F = c.n_ff;
+  for_each_token(pool, n, F, [&](int64_t t) {
+    if (c.act == FfnActivation::kGeluTanh) geglu(&gate_[t * F], &up_[t * F], F);
+    else swiglu(&gate_[t * F], &up_[t * F], F);
+  });
+  if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, F);
+  matmul(L.down, gate_.data(), n, proj_.data(), pool);
+  residual_add(L.post_ffw_norm, l + 1 < c.n_layer ? weights_.layers[l + 1].attn_norm : nullptr, n);
+}
+
+// x_ += post_norm(proj_) (post_norm when the architecture has it), then xn_ = the next
+// sub-block's norm of x_ while the row is in cache (none after the last layer).
+void Model::residual_add(const float* post_norm, const float* next_norm, int64_t n) {
+  const ModelConfig& c = config_;
+  const int64_t E = c.n_embd;
+  for_each_token(*pool_, n, E, [&](int64_t t) {
+    float* p = &proj_[t * E];
+    if (post_norm != nullptr) rms_norm(p, post_norm, E, c.rms_eps, p);
+    add_inplace(&x_[t * E], p, E);
+    if (next_norm != nullptr) rms_norm(&x_[t * E], next_norm, E, c.rms_eps, &xn_[t * E]);
+  });
+}
+
+// The rows that produce logits, normalized into consecutive rows of xn_, times the output
+// matrix.
+void Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits) {
+  const ModelConfig& c = config_;
+  const int64_t E = c.n_embd;
+  int64_t rows = 0;
+  int64_t t0 = 0;
+  for (const BatchSeq& s : seqs) {
+    if (all_logits) {
+      for (int32_t j = 0; j < s.n_tokens; ++j, ++rows)
+        rms_norm(&x_[(t0 + j) * E], weights_.output_norm, E, c.rms_eps, &xn_[rows * E]);
+    } else if (s.logits) {
+      rms_norm(&x_[(t0 + s.n_tokens - 1) * E], weights_.output_norm, E, c.rms_eps, &xn_[rows * E]);
+      ++rows;
+    }
+    t0 += s.n_tokens;
+  }
+  if (rows > 0) matmul(weights_.output, xn_.data(), rows, logits, *pool_);
 }
 
 }  // namespace pagoda

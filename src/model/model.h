@@ -19,17 +19,12 @@
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/linear_input.h"
 #include "model/weights.h"
 
 namespace pagoda {
 
 class GgufFile;
-
-// The inputs that groups of a layer's linear maps share: Q/K/V read the normed residual,
-// the output projection the attention result, gate/up the normed residual again, down
-// the activated gate * up.
-enum class LinearInput : int32_t { kAttention, kAttentionOutput, kFfn, kFfnDown };
-inline constexpr int32_t kNumLinearInputs = 4;
 
 // Sees each such input (n_tokens rows of cols floats) just before its matrices run.
 using ActivationObserver =
@@ -71,6 +66,13 @@ class Model {
   void run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits);
   void forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
                      bool all_logits);
+  // The blocks of forward_chunk (decoder.cpp), in order. plan_chunk returns the tokens.
+  int64_t plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv);
+  void embed(const int32_t* tokens, int64_t n);
+  void attention_block(int32_t layer, int64_t n, size_t n_seqs, KvStorage& kv);
+  void ffn_block(int32_t layer, int64_t n);
+  void residual_add(const float* post_norm, const float* next_norm, int64_t n);
+  void output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);
   void ensure_scratch(int64_t n);
 
   ModelConfig config_;

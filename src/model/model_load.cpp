@@ -3,24 +3,17 @@
 
 #include "base/log.h"
 #include "gguf/gguf_file.h"
-#include "model/architectures.h"
+#include "model/arch_spec.h"
 #include "model/model.h"
 #include "model/weight_packing.h"
 
 namespace pagoda {
 
-LayerTensorSet layer_tensors(Arch arch) {
-  switch (arch) {
-    case Arch::kLlama: return {};
-    case Arch::kQwen2: return {.qkv_bias = true};
-    case Arch::kGemma3: return {.qk_norm = true, .post_norms = true};
-  }
-  return {};
-}
+namespace {
 
 Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   WeightBinder b(f, w);
-  const LayerTensorSet set = layer_tensors(c.arch);
+  const LayerTensorSet set = c.arch->tensors;
 #define PAGODA_BIND(dst, expr)   \
   {                              \
     auto r = (expr);             \
@@ -61,6 +54,8 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   return Status::ok();
 }
 
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& pool, bool repack) {
   auto cfg = read_config(file);
   if (!cfg) return cfg.status();
@@ -70,13 +65,7 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   if (emb->shape[1] <= 0 || emb->shape[1] > (1 << 24))
     return error("{}: token_embd.weight vocabulary size {} is out of range", file.path(), emb->shape[1]);
   c.n_vocab = static_cast<int32_t>(emb->shape[1]);
-  Status st;
-  switch (c.arch) {
-    case Arch::kLlama: st = configure_llama(file, c); break;
-    case Arch::kQwen2: st = configure_qwen2(file, c); break;
-    case Arch::kGemma3: st = configure_gemma3(file, c); break;
-  }
-  if (!st) return st;
+  PAGODA_TRY(c.arch->configure(file, c));
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(c);
   m->pool_ = &pool;

@@ -7,6 +7,7 @@
 
 #include "base/thread_pool.h"
 #include "gguf/gguf_writer.h"
+#include "model/arch_spec.h"
 #include "quant/formats.h"
 #include "quant/w8a8.h"
 
@@ -84,6 +85,8 @@ uint32_t file_type(DType t) {
 
 Status write_random_model(const RandomModelSpec& spec, const std::string& path) {
   RandomModelSpec s = spec;
+  const ArchSpec* arch = find_arch(s.arch);
+  if (arch == nullptr) return error("random model: architecture '{}' is not registered ({})", s.arch, arch_names());
   const bool w8a8 = s.type == DType::I8;
   const std::string type_name = w8a8 ? std::string(kW8A8FormatName) : std::string(dtype_name(s.type));
   if (!w8a8 && !can_quantize(s.type))
@@ -115,8 +118,8 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   w.set_u32(p + "attention.value_length", s.head_dim);
   w.set_u32(p + "rope.dimension_count", s.head_dim);
   w.set_f32(p + "attention.layer_norm_rms_epsilon", 1e-6f);
-  w.set_f32(p + "rope.freq_base", s.arch == "gemma3" ? 1000000.0f : 10000.0f);
-  if (s.arch == "gemma3") w.set_u32(p + "attention.sliding_window", s.sliding_window);
+  w.set_f32(p + "rope.freq_base", 10000.0f);
+  arch->write_random_metadata(s, w);
   std::vector<int32_t> types;
   std::vector<float> scores;
   auto pieces = make_vocab(s.vocab, types, scores);
@@ -179,7 +182,7 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   };
   matrix("token_embd.weight", s.vocab, s.dim, std::sqrt(static_cast<float>(s.dim)));
   vec("output_norm.weight", s.dim, 1.0f, 0.1f);
-  if (s.arch != "gemma3") matrix("output.weight", s.vocab, s.dim, 4.0f);
+  if (!arch->tied_output) matrix("output.weight", s.vocab, s.dim, 4.0f);
   for (int l = 0; l < s.layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     vec(b + "attn_norm.weight", s.dim, 1.0f, 0.1f);
@@ -187,14 +190,16 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
     matrix(b + "attn_k.weight", kv_dim, s.dim, 1.0f);
     matrix(b + "attn_v.weight", kv_dim, s.dim, 1.0f);
     matrix(b + "attn_output.weight", s.dim, q_dim, 1.0f);
-    if (s.arch == "qwen2") {
+    if (arch->tensors.qkv_bias) {
       vec(b + "attn_q.bias", q_dim, 0.0f, 0.1f);
       vec(b + "attn_k.bias", kv_dim, 0.0f, 0.1f);
       vec(b + "attn_v.bias", kv_dim, 0.0f, 0.1f);
     }
-    if (s.arch == "gemma3") {
+    if (arch->tensors.qk_norm) {
       vec(b + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f);
       vec(b + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f);
+    }
+    if (arch->tensors.post_norms) {
       vec(b + "post_attention_norm.weight", s.dim, 1.0f, 0.1f);
       vec(b + "post_ffw_norm.weight", s.dim, 1.0f, 0.1f);
     }

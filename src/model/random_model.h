@@ -15,7 +15,7 @@
 namespace pagoda {
 
 struct RandomModelSpec {
-  std::string arch = "llama";  // llama | qwen2 | gemma3
+  std::string arch = "llama";  // a registered architecture (model/arch_spec.h)
   DType type = DType::F32;     // format of the 2-D weights; norms and biases stay F32.
                                // I8 means W8A8 (I8 quants + F32 row scales, quant/w8a8.h)
   int32_t dim = 64;
@@ -26,7 +26,7 @@ struct RandomModelSpec {
   int32_t ff = 128;
   int32_t vocab = 512;
   int32_t ctx = 2048;
-  int32_t sliding_window = 16; // gemma3 only
+  int32_t sliding_window = 16; // architectures with sliding-window layers
   uint64_t seed = 42;
 };
 

@@ -67,6 +67,7 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::st
     pr.tokens = static_cast<int32_t>(p.size());
     if (s->req_.echo) pr.echo = ctx.tokenizer->decode(p);
     RequestParams params = s->req_.params;
+    params.stop = s->req_.stop;
     if (params.max_tokens < 0 && ctx.max_tokens_limit > 0) params.max_tokens = ctx.max_tokens_limit;
     EngineLoop::Submitted sub = ctx.loop->submit(std::move(p), params);
     if (!sub.channel) {
@@ -78,11 +79,7 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::st
     }
     pr.channel = sub.channel;
     s->prompts_.push_back(std::move(pr));
-    for (int32_t i = 0; i < n; ++i) {
-      Choice c;
-      c.text = std::make_unique<TextStream>(*ctx.tokenizer, s->req_.stop);
-      s->choices_.push_back(std::move(c));
-    }
+    s->choices_.resize(s->choices_.size() + static_cast<size_t>(n));
   }
   for (Prompt& pr : s->prompts_) {
     Status st = pr.channel->wait_admitted();
@@ -145,20 +142,17 @@ void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::st
     Choice& c = choices_[ci];
     if (c.done || o.token < 0) continue;
     ++c.tokens;
-    const bool eog = !req_.params.ignore_eos && ctx_.tokenizer->is_eog(o.token);
-    std::string delta = c.text->push(o.token, eog);
+    const std::string& delta = o.text;
     const std::string token_text = ctx_.tokenizer->token_to_bytes(o.token, true);
+    // The token that completed a stop string is not part of the reply.
+    const bool stopped = !o.stop_string.empty();
     std::string finish;
-    if (c.text->stopped()) finish = "stop";
-    else if (o.finish != FinishReason::kNone) {
-      finish = o.finish == FinishReason::kLength ? "length" : "stop";
-      delta += c.text->finish();
-    }
-    if (!c.text->stopped()) append_logprobs(c, o, token_text);
+    if (o.finish != FinishReason::kNone) finish = o.finish == FinishReason::kLength ? "length" : "stop";
+    if (!stopped) append_logprobs(c, o, token_text);
     if (events != nullptr && (!delta.empty() || !finish.empty() || req_.params.logprobs >= 0)) {
       json lp_delta;
       const json* lpp = nullptr;
-      if (req_.params.logprobs >= 0 && c.logprobs != nullptr && !c.text->stopped()) {
+      if (req_.params.logprobs >= 0 && c.logprobs != nullptr && !stopped) {
         // The entry for this token only.
         if (req_.chat) lp_delta = {{"content", json::array({(*c.logprobs)["content"].back()})}};
         else
@@ -177,8 +171,8 @@ void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::st
       if (events != nullptr) *events += chunk(ci, "", &finish, nullptr);
     }
   }
-  // Every sample of prompt p is complete: its engine request can go (a stop string ends a
-  // sample before the engine would).
+  // Every sample of prompt p is complete: its channel closes (the engine has finished the
+  // request already, a stop string included).
   bool prompt_done = true;
   for (int32_t i = 0; i < n; ++i) prompt_done = prompt_done && choices_[p * static_cast<size_t>(n) + static_cast<size_t>(i)].done;
   if (prompt_done && !prompts_[p].closed) {

@@ -1,9 +1,8 @@
 // One /v1/completions or /v1/chat/completions call from submission to the last byte:
-// the prompts go to the engine loop (n samples each), every sample's tokens become text
-// through a TextStream (stop strings), logprobs are collected in OpenAI's shapes, and the
-// result is either one JSON body or a sequence of server-sent events ending in [DONE].
-// Stop strings end a sample early; once every sample of a prompt is done its engine
-// request is aborted, so no compute is spent past a stop.
+// the prompts go to the engine loop (n samples each), whose output processor turns every
+// sample's tokens into text and ends it at a stop string (engine/output_processor.h);
+// logprobs are collected in OpenAI's shapes, and the result is either one JSON body or a
+// sequence of server-sent events ending in [DONE].
 #pragma once
 
 #include <chrono>
@@ -19,7 +18,6 @@
 #include "server/engine_loop.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
-#include "server/text_stream.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda {
@@ -52,7 +50,6 @@ class CompletionSession {
 
  private:
   struct Choice {
-    std::unique_ptr<TextStream> text;
     std::string content;
     int32_t tokens = 0;
     bool done = false;

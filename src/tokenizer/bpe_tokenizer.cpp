@@ -3,7 +3,7 @@
 #include <queue>
 
 #include "tokenizer/byte_unicode.h"
-#include "tokenizer/utf8.h"
+#include "text/utf8.h"
 
 namespace pagoda {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <array>
 
-#include "tokenizer/unicode_class.h"
-#include "tokenizer/utf8.h"
+#include "text/unicode_class.h"
+#include "text/utf8.h"
 
 namespace pagoda {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <queue>
 
-#include "tokenizer/utf8.h"
+#include "text/utf8.h"
 
 namespace pagoda {
 namespace {

@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType, GGUFReader
 
+from oracles import require_llamacpp
+
 DIM, FF = 96, 160  # odd multiples of 32
 PROMPTS = [[1, 5, 9, 44, 80], [1, 300, 301, 45, 77, 99, 12, 400, 260], [1, 2, 3], [1] + list(range(100, 130))]
 CRASH_MARKERS = ("terminate called", "Segmentation fault", "Aborted", "core dumped", "AddressSanitizer",
@@ -131,9 +133,6 @@ def test_run_generates_and_bad_scale_tensor_is_a_clean_error(pagoda_bin, gen, tm
 
 def test_llamacpp_refuses_the_file(gen, llamacpp_bin, llamacpp_log):
     """What inspect says: llama.cpp does not load a W8A8 file (when llama.cpp is built)."""
-    d = llamacpp_bin
-    exe = d / "llama-completion" if d else None
-    if exe is None or not exe.exists():
-        pytest.skip("llama.cpp is not built (scripts/build_llamacpp); skipping the llama.cpp check")
+    exe = require_llamacpp(llamacpp_bin, "llama-completion", purpose="llama.cpp's refusal") / "llama-completion"
     llamacpp_log([exe, "-m", gen("W8A8"), "-n", 2, "-p", "hello", "-no-cnv"], "failed to load model",
                  ok=lambda rc: rc != 0, timeout=120)

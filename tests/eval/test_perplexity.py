@@ -38,6 +38,8 @@ import numpy as np
 import pytest
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
+from oracles import cached_model, require_llamacpp
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "model"))
 from reference_forward import ReferenceModel  # noqa: E402
 
@@ -50,10 +52,7 @@ CRASH_MARKERS = ("terminate called", "Segmentation fault", "Aborted", "AddressSa
 
 @pytest.fixture(scope="module")
 def llamacpp(llamacpp_bin):
-    d = llamacpp_bin
-    if d is None or not (d / "llama-perplexity").exists() or not (d / "llama-quantize").exists():
-        pytest.skip("llama.cpp is not built (scripts/build_llamacpp); skipping the llama-perplexity oracle")
-    return d
+    return require_llamacpp(llamacpp_bin, "llama-perplexity", "llama-quantize", purpose="the llama-perplexity oracle")
 
 
 @pytest.fixture
@@ -300,9 +299,7 @@ def test_errors(pagoda, gen_model, tmp_path, cache):
 def test_gemma_ppl_matches_llama_perplexity(pagoda, llamacpp, llamacpp_log, cache):
     """Gemma 3 270M F32 (real SentencePiece vocabulary of 262k tokens, BOS, sliding window):
     tokenization of a real text, the BOS convention and the chunked scoring in pieces."""
-    model = pathlib.Path.home() / ".cache" / "pagoda" / "models" / "gemma-3-270m-q4_k_m-dequant-f32.gguf"
-    if not model.exists():
-        pytest.skip(f"{model} is not present (scripts/fetch_model and its F32 dequantization)")
+    model = cached_model("gemma-3-270m-q4_k_m-dequant-f32.gguf", "scripts/fetch_test_data writes it")
     ours, _ = pagoda_json(pagoda, model, chunks=2)
     ppl, _ = llama_ppl(llama_perplexity(llamacpp_log, llamacpp, model, chunks=2))
     assert ours["ppl"] == pytest.approx(ppl, rel=1e-3), (ours["ppl"], ppl)

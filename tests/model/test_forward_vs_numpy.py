@@ -49,6 +49,8 @@ import sys
 import numpy as np
 import pytest
 
+from oracles import oracle_missing
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from reference_forward import ReferenceModel  # noqa: E402
 
@@ -222,14 +224,13 @@ def test_reference_stories260k_greedy_and_causality(shared_model):
 
 def _llamacpp_greedy(model, prompt, n, out_npy):
     script = REPO / "scripts" / "llamacpp_oracle.py"
-    if not script.exists():
-        pytest.skip("scripts/llamacpp_oracle.py is missing")
+    assert script.exists(), "scripts/llamacpp_oracle.py is missing"
     r = subprocess.run([sys.executable, str(script), "greedy", str(model), "--prompt-ids", ",".join(map(str, prompt)),
                         "-n", str(n), "--kv-type", "f32", "--logits-out", str(out_npy)],
                        capture_output=True, text=True, timeout=300)
     if r.returncode != 0 and "llamacpp_oracle:" in r.stderr and ("no llama.cpp build" in r.stderr
                                                                    or "not found" in r.stderr):
-        pytest.skip(f"llama.cpp is not built ({r.stderr.strip()}); scripts/build_llamacpp builds it")
+        oracle_missing(f"llama.cpp is not built ({r.stderr.strip()}); scripts/build_llamacpp builds it")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)["generated_ids"], np.load(out_npy)
 

@@ -15,7 +15,9 @@ import zlib
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip("gguf")
+from oracles import import_oracle
+
+gguf = import_oracle("gguf")
 from gguf import GGMLQuantizationType as QT  # noqa: E402
 from gguf.constants import GGML_QUANT_SIZES  # noqa: E402
 

@@ -16,6 +16,8 @@ import ctypes
 import numpy as np
 import pytest
 
+from oracles import require_llamacpp
+
 LEGACY = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
 KQUANTS = ["Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"]
 SIZES = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q8_0": (32, 34),
@@ -25,9 +27,7 @@ SIZES = {"Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24),
 
 @pytest.fixture(scope="module")
 def ggml(llamacpp_bin):
-    d = llamacpp_bin
-    if d is None or not (d / "libggml-base.so").exists():
-        pytest.skip("llama.cpp is not built (scripts/build_llamacpp); skipping the llama.cpp oracle")
+    d = require_llamacpp(llamacpp_bin, "libggml-base.so", "libggml-cpu.so", purpose="ggml's reference quantizers")
     base = ctypes.CDLL(str(d / "libggml-base.so"))
     cpu = ctypes.CDLL(str(d / "libggml-cpu.so"))
     cpu.ggml_cpu_init()  # fills the FP16 tables the generic kernels may read

@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 from gguf import GGUFReader
 
+from oracles import require_llamacpp
+
 import quant_steps
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,10 +38,7 @@ N_GEN = 4
 def llama_quantize(llamacpp_bin):
     if os.environ.get("PAGODA_SKIP_LLAMACPP") == "1":
         pytest.skip("PAGODA_SKIP_LLAMACPP=1")
-    d = llamacpp_bin
-    if d is None or not (d / "llama-quantize").exists():
-        pytest.skip("llama.cpp is not built (scripts/build_llamacpp); skipping the llama-quantize comparison")
-    return d / "llama-quantize"
+    return require_llamacpp(llamacpp_bin, "llama-quantize", purpose="the llama-quantize comparison") / "llama-quantize"
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from oracles import oracle_missing
+
 from server_util import GEMMA, Server
 
 
@@ -187,7 +189,7 @@ class DevTools:
 def test_playground_streams_a_reply_in_headless_chromium(pagoda_bin, tiny_model, tmp_path):
     browser = chromium()
     if browser is None:
-        pytest.skip("no chromium on this machine (scripts/setup installs Debian's chromium)")
+        oracle_missing("no chromium on this machine (scripts/setup installs Debian's chromium)")
     model = GEMMA if GEMMA.exists() else tiny_model
     s = Server(pagoda_bin, model)
     profile = tmp_path / "profile"

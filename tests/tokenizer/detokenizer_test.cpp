@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "test_vocabs.h"
-#include "tokenizer/utf8.h"
+#include "text/utf8.h"
 
 namespace pagoda {
 namespace {

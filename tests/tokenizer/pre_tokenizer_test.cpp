@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/unicode_class.h"
+#include "text/unicode_class.h"
 
 namespace pagoda {
 namespace {

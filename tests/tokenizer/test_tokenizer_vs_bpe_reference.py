@@ -18,12 +18,14 @@ import unicodedata
 
 import pytest
 
+from oracles import import_oracle
+
 from tokenizer_oracle_util import BPE_VOCABS, bpe_vocab_dir, decode_many, encode_many, hf_bpe_to_gguf
 from tokenizer_texts import INVALID_UTF8, TEXTS, random_texts
 
 @pytest.fixture(scope="module", params=sorted(BPE_VOCABS))
 def vocab(request, tmp_path_factory):
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = import_oracle("tokenizers")
     tokenizer_dir = bpe_vocab_dir(request.param)
     reference = tokenizers.Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
     path = hf_bpe_to_gguf(tokenizer_dir, request.param,

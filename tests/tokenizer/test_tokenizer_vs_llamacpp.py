@@ -18,6 +18,8 @@ import sys
 import pytest
 import sentencepiece as spm
 
+from oracles import oracle_missing
+
 from tokenizer_oracle_util import (BPE_VOCABS, bpe_vocab_dir, encode_many, gemma_gguf,
                                    hf_bpe_to_gguf, spm_to_gguf)
 from tokenizer_texts import TEXTS, random_texts
@@ -39,7 +41,7 @@ def llamacpp():
         import llamacpp_oracle
         lib = llamacpp_oracle.load_bindings()
     except (ImportError, SystemExit, OSError) as e:
-        pytest.skip(f"llama.cpp is not built (scripts/build_llamacpp): {e}")
+        oracle_missing(f"llama.cpp is not built (scripts/build_llamacpp): {e}")
     # Silence llama.cpp's loader log; the callback must outlive every call.
     quiet = lib.llama_log_callback(lambda level, text, user: None)
     lib.llama_log_set(quiet, ctypes.c_void_p(0))

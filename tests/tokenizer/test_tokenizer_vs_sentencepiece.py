@@ -17,6 +17,8 @@ import gguf
 import pytest
 import sentencepiece as spm
 
+from oracles import import_oracle
+
 from tokenizer_oracle_util import (BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED,
                                    decode_many, encode_many, gemma_gguf, spm_to_gguf)
 from tokenizer_texts import INVALID_UTF8, TEXTS, random_texts
@@ -130,8 +132,7 @@ GEMMA_USER_DEFINED = re.compile(r"  |\n\n|\t|<[a-z/]")
 def _sentencepiece_model_from_gguf(path, out):
     """A SentencePiece BPE model holding the GGUF's pieces, scores and types: the oracle
     for a vocabulary that only ships as GGUF."""
-    pb = pytest.importorskip("sentencepiece.sentencepiece_model_pb2",
-                             reason="needs protobuf (pip install protobuf)")
+    pb = import_oracle("sentencepiece.sentencepiece_model_pb2")
     r = gguf.GGUFReader(str(path))
     field = lambda k: r.fields[k].contents()  # noqa: E731
     kinds = pb.ModelProto.SentencePiece.Type

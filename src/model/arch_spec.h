@@ -1,0 +1,71 @@
+// What one model architecture is, in one place: its GGUF name, the per-layer tensors it
+// binds beyond the common ones, how its hyper-parameters differ from the common keys
+// (configure), the built-in chat template a file without one falls back to, the groups
+// of linear maps AWQ scales together, and what the random-model writer emits for it.
+// Each architecture is one file (model/arch_<name>.cpp) defining one ArchSpec, listed
+// once in model/arch_registry.cpp. Specs are immutable constants: thread-safe, free.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "model/config.h"
+#include "model/linear_input.h"
+
+namespace pagoda {
+
+class GgufFile;
+class GgufWriter;
+struct RandomModelSpec;
+
+// Optional per-layer tensors; each is bound (required) exactly when its flag is set.
+struct LayerTensorSet {
+  bool qkv_bias = false;    // blk.N.attn_{q,k,v}.bias (always accepted when present)
+  bool qk_norm = false;     // blk.N.attn_{q,k}_norm.weight: per-head RMSNorm of Q and K
+  bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm.weight
+};
+
+// A group of matrices that read one input, so AWQ searches one channel scale for all of
+// them and folds its inverse into the tensor producing that input.
+struct AwqGroupSpec {
+  LinearInput input;
+  std::vector<const char*> mats;  // tensor names without "blk.N." and ".weight"
+  const char* fold;               // the tensor producing the input
+  bool fold_rows;                 // fold into rows of a matrix (true) or into a norm vector
+  const char* label;
+};
+
+// The groups of a dense pre-norm decoder layer (Q/K/V, gate/up, down).
+const std::vector<AwqGroupSpec>& dense_awq_groups();
+
+struct ArchSpec {
+  const char* name;  // general.architecture
+  LayerTensorSet tensors;
+  // Fills what differs from the common keys (RoPE layout, activation, sliding-window
+  // pattern, embedding scale); c already holds the common keys.
+  Status (*configure)(const GgufFile& f, ModelConfig& c);
+  // Name of the built-in chat template (chat/builtin_templates.h) used when the file
+  // carries none.
+  const char* chat_template;
+  // AWQ's groups of a layer; awq_groups() adds the attention output's when every query
+  // head has its own KV head.
+  const std::vector<AwqGroupSpec>& (*awq_groups)();
+  // The random-model writer: whether output.weight is tied to token_embd, and the
+  // architecture's own metadata keys beyond the common ones.
+  bool tied_output;
+  void (*write_random_metadata)(const RandomModelSpec& s, GgufWriter& w);
+};
+
+// nullptr when no registered architecture has this GGUF name.
+const ArchSpec* find_arch(std::string_view name);
+std::span<const ArchSpec* const> all_archs();
+// "llama, qwen2, gemma3": for error messages and --help.
+std::string arch_names();
+
+// The groups AWQ uses for a model of `arch` with these head counts.
+std::vector<AwqGroupSpec> awq_groups(const ArchSpec& arch, int64_t n_head, int64_t n_head_kv);
+
+}  // namespace pagoda

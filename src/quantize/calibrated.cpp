@@ -1,0 +1,233 @@
+#include "quantize/calibrated.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <regex>
+
+#include "kernels/matmul.h"
+#include "model/arch_spec.h"
+#include "quant/awq.h"
+#include "quant/block_grid.h"
+#include "quant/formats.h"
+#include "quant/w8a8.h"
+
+namespace pagoda {
+namespace {
+
+constexpr int kAwqGrid = 20;
+
+// Kernel-aligned storage for a matrix quantized during the search.
+struct AlignedBytes {
+  explicit AlignedBytes(size_t n) : p(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64))) {}
+  ~AlignedBytes() { std::free(p); }
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  uint8_t* p;
+};
+
+WeightView view_of(DType t, int64_t rows, int64_t cols, const void* data) {
+  WeightView w;
+  w.type = t;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_stride = row_bytes(t, cols);
+  w.data = static_cast<const uint8_t*>(data);
+  return w;
+}
+
+std::string layer_tensor(int32_t layer, const char* what) { return fmt::format("blk.{}.{}.weight", layer, what); }
+
+}  // namespace
+
+bool layer_matrix_input(const std::string& name, int32_t* layer, LinearInput* input) {
+  static const std::regex re(R"(blk\.(\d+)\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight)");
+  std::smatch m;
+  if (!std::regex_match(name, m, re)) return false;
+  *layer = std::stoi(m[1].str());
+  const std::string w = m[2].str();
+  *input = w == "attn_output" ? LinearInput::kAttentionOutput
+           : w == "ffn_down"  ? LinearInput::kFfnDown
+           : (w == "ffn_gate" || w == "ffn_up") ? LinearInput::kFfn
+                                                : LinearInput::kAttention;
+  return true;
+}
+
+std::vector<float> tensor_as_float(const GgufTensor& t) {
+  const int64_t cols = t.shape.empty() ? 0 : t.shape[0];
+  const int64_t rows = cols > 0 ? t.num_elements() / cols : 0;
+  std::vector<float> out(static_cast<size_t>(t.num_elements()));
+  const size_t rb = row_bytes(t.type, cols);
+  for (int64_t r = 0; r < rows; ++r) dequantize_row(t.type, t.data + static_cast<size_t>(r) * rb, out.data() + r * cols, cols);
+  return out;
+}
+
+Result<std::unique_ptr<CalibratedQuantizer>> CalibratedQuantizer::create(QuantMethod method, const GgufFile& source,
+                                                                         const TensorTypeFn& type_of,
+                                                                         const CalibrationOptions& options,
+                                                                         ThreadPool& pool) {
+  std::unique_ptr<CalibratedQuantizer> q(new CalibratedQuantizer(method, pool));
+  if (method == QuantMethod::kRtn) return q;
+  CalibrationOptions o = options;
+  o.hessian = method == QuantMethod::kGptq || method == QuantMethod::kAwqGptq;
+  o.samples = method == QuantMethod::kAwq || method == QuantMethod::kAwqGptq;
+  auto st = collect_calibration(source, o, pool);
+  if (!st) return st.status();
+  q->stats_ = std::move(st.value());
+  q->report_.push_back(fmt::format("calibration: {} tokens of {} in {:.1f} s", q->stats_.tokens, options.text_path,
+                                   q->stats_.seconds));
+  if (o.samples) {
+    if (Status s = q->run_awq(source, type_of); !s.is_ok()) return s;
+  }
+  return q;
+}
+
+const std::vector<float>* CalibratedQuantizer::replacement(const std::string& name) const {
+  auto it = replaced_.find(name);
+  return it == replaced_.end() ? nullptr : &it->second;
+}
+
+Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& type_of) {
+  const std::string arch = source.get_string("general.architecture").value_or("llama");
+  const int64_t n_head = source.get_int(arch + ".attention.head_count").value_or(0);
+  const int64_t n_head_kv = source.get_int(arch + ".attention.head_count_kv").value_or(n_head);
+  const ArchSpec* spec = find_arch(arch);
+  if (spec == nullptr) return error("AWQ: architecture '{}' is not supported ({})", arch, arch_names());
+  const std::vector<AwqGroupSpec> groups = awq_groups(*spec, n_head, n_head_kv);
+
+  auto current = [&](const std::string& name) -> std::vector<float>* {
+    auto it = replaced_.find(name);
+    if (it != replaced_.end()) return &it->second;
+    const GgufTensor* t = source.find_tensor(name);
+    if (t == nullptr) return nullptr;
+    return &(replaced_[name] = tensor_as_float(*t));
+  };
+  double saved_sum = 0;
+  int searched = 0;
+  for (size_t l = 0; l < stats_.layers.size(); ++l) {
+    const auto layer = static_cast<int32_t>(l);
+    for (const AwqGroupSpec& g : groups) {
+      const InputStats& in = stats_.layers[l][static_cast<size_t>(g.input)];
+      const int64_t cols = in.cols, n = in.sample_count;
+      if (cols == 0 || n == 0) continue;
+      std::vector<std::vector<float>*> mats;
+      std::vector<int64_t> rows;
+      std::vector<DType> types;
+      for (const char* m : g.mats) {
+        const GgufTensor* t = source.find_tensor(layer_tensor(layer, m));
+        if (t == nullptr || t->shape.empty() || t->shape[0] != cols) break;
+        const DType type = type_of(*t);
+        if (!(can_quantize(type) || type == DType::I8) || cols % dtype_info(type).block_size != 0) break;
+        std::vector<float>* w = current(t->name);
+        mats.push_back(w);
+        rows.push_back(static_cast<int64_t>(w->size()) / cols);
+        types.push_back(type);
+      }
+      std::vector<float>* fold = current(fmt::format("blk.{}.{}.weight", layer, g.fold));
+      if (mats.size() != g.mats.size() || fold == nullptr) continue;
+      const auto fold_size = static_cast<int64_t>(fold->size());
+      if (g.fold_rows ? fold_size % cols != 0 : fold_size != cols) continue;
+      // Reference outputs of the unquantized matrices on the sample.
+      std::vector<std::vector<float>> ref(mats.size());
+      for (size_t i = 0; i < mats.size(); ++i) {
+        ref[i].resize(static_cast<size_t>(n * rows[i]));
+        matmul(view_of(DType::F32, rows[i], cols, mats[i]->data()), in.sample.data(), n, ref[i].data(), pool_);
+      }
+      std::vector<float> xs(in.sample.size()), ws, y, row_scales;
+      auto loss = [&](std::span<const float> s) {
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t c = 0; c < cols; ++c) xs[static_cast<size_t>(t * cols + c)] = in.sample[static_cast<size_t>(t * cols + c)] / s[static_cast<size_t>(c)];
+        double total = 0;
+        for (size_t i = 0; i < mats.size(); ++i) {
+          const int64_t r = rows[i];
+          ws.resize(static_cast<size_t>(r * cols));
+          for (int64_t k = 0; k < r; ++k)
+            for (int64_t c = 0; c < cols; ++c) ws[static_cast<size_t>(k * cols + c)] = (*mats[i])[static_cast<size_t>(k * cols + c)] * s[static_cast<size_t>(c)];
+          const DType type = types[i];
+          const size_t rb = row_bytes(type, cols);
+          AlignedBytes q(rb * static_cast<size_t>(r));
+          row_scales.resize(static_cast<size_t>(r));
+          pool_.parallel_for(r, 8, [&](int64_t r0, int64_t r1, int) {
+            for (int64_t k = r0; k < r1; ++k) {
+              const float* src = ws.data() + k * cols;
+              uint8_t* dst = q.p + static_cast<size_t>(k) * rb;
+              if (type == DType::I8) row_scales[static_cast<size_t>(k)] = quantize_row_w8a8(src, reinterpret_cast<int8_t*>(dst), cols);
+              else quantize_row(type, src, dst, cols);
+            }
+          });
+          WeightView view = view_of(type, r, cols, q.p);
+          if (type == DType::I8) view.row_scales = row_scales.data();  // W8A8
+          y.resize(static_cast<size_t>(n * r));
+          matmul(view, xs.data(), n, y.data(), pool_);
+          for (size_t k = 0; k < y.size(); ++k) {
+            const double d = static_cast<double>(y[k]) - ref[i][k];
+            total += d * d;
+          }
+        }
+        return total;
+      };
+      const std::vector<float> mean_abs = in.mean_abs();
+      AwqChoice choice = awq_search(mean_abs, kAwqGrid, loss);
+      const double saved = choice.loss_rtn > 0 ? 1.0 - choice.loss / choice.loss_rtn : 0.0;
+      saved_sum += saved;
+      ++searched;
+      report_.push_back(fmt::format("layer {:2} {:7}: alpha {:.2f}, calibration output error {:+.1f}% vs round to nearest",
+                                    layer, g.label, choice.alpha, -100.0 * saved));
+      if (choice.alpha == 0.0f) continue;
+      const std::vector<float>& s = choice.scales;
+      if (method_ == QuantMethod::kAwqGptq) awq_scales_[{layer, static_cast<int32_t>(g.input)}] = s;
+      for (size_t i = 0; i < mats.size(); ++i)
+        for (int64_t k = 0; k < rows[i]; ++k)
+          for (int64_t c = 0; c < cols; ++c) (*mats[i])[static_cast<size_t>(k * cols + c)] *= s[static_cast<size_t>(c)];
+      if (g.fold_rows) {
+        const int64_t fold_cols = static_cast<int64_t>(fold->size()) / cols;
+        for (int64_t c = 0; c < cols; ++c)
+          for (int64_t j = 0; j < fold_cols; ++j) (*fold)[static_cast<size_t>(c * fold_cols + j)] /= s[static_cast<size_t>(c)];
+      } else {
+        for (int64_t c = 0; c < cols; ++c) (*fold)[static_cast<size_t>(c)] /= s[static_cast<size_t>(c)];
+      }
+    }
+  }
+  if (searched > 0)
+    report_.push_back(fmt::format("AWQ: {} groups searched, mean calibration output error {:+.1f}% vs round to nearest",
+                                  searched, -100.0 * saved_sum / searched));
+  if (method_ == QuantMethod::kAwq) {
+    stats_.layers.clear();  // nothing more needs the statistics
+  } else {
+    for (auto& layer : stats_.layers)
+      for (InputStats& in : layer) in.sample = {};
+  }
+  return Status::ok();
+}
+
+Result<bool> CalibratedQuantizer::quantize(const std::string& name, const float* w, int64_t rows, int64_t cols,
+                                           DType t, void* dst) {
+  if ((method_ != QuantMethod::kGptq && method_ != QuantMethod::kAwqGptq) || !has_block_grid(t) ||
+      cols % dtype_info(t).block_size != 0)
+    return false;
+  int32_t layer = 0;
+  LinearInput input{};
+  if (!layer_matrix_input(name, &layer, &input) || layer < 0 || static_cast<size_t>(layer) >= stats_.layers.size())
+    return false;
+  InputStats& in = stats_.layers[static_cast<size_t>(layer)][static_cast<size_t>(input)];
+  if (in.cols != cols) return false;
+  const auto key = std::pair{layer, static_cast<int32_t>(input)};
+  auto it = factors_.find(key);
+  if (it == factors_.end()) {
+    if (auto sc = awq_scales_.find(key); sc != awq_scales_.end()) {
+      // The matrix was scaled by s per input channel and its input divided by s.
+      const std::vector<float>& s = sc->second;
+      for (int64_t i = 0; i < cols; ++i)
+        for (int64_t j = 0; j < cols; ++j) in.hessian[static_cast<size_t>(i * cols + j)] /= s[static_cast<size_t>(i)] * s[static_cast<size_t>(j)];
+      awq_scales_.erase(sc);
+    }
+    auto f = gptq_factor(in.hessian.data(), cols);
+    if (!f) return error("{}: {}", name, f.status().message());
+    it = factors_.emplace(key, std::move(f.value())).first;
+  }
+  work_.assign(w, w + rows * cols);  // GPTQ moves the values it has not quantized yet
+  gptq_quantize(t, it->second, work_.data(), rows, dst, pool_);
+  return true;
+}
+
+}  // namespace pagoda

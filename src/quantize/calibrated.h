@@ -1,0 +1,70 @@
+// The calibrated quantization methods of `pagoda quantize` (--method awq|gptq), on top of the calibration
+// statistics (quantize_calibration.h) and the math in src/quant (awq.h, gptq.h).
+// AWQ rewrites float tensors before they are quantized: each layer matrix's input
+// channels are multiplied by searched scales and the producing tensor (an RMSNorm's
+// weight, or the rows of the up or V projection) is divided by them, which leaves the
+// unquantized model's function unchanged. GPTQ replaces round to nearest for the layer
+// matrices. Both write standard block formats.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "quantize/calibration.h"
+#include "gguf/gguf_file.h"
+#include "quant/gptq.h"
+#include "tensor/dtype.h"
+
+namespace pagoda {
+
+// kAwqGptq: AWQ's scales first, then GPTQ on the scaled matrices, whose inputs (and so
+// Hessians) are divided by the same scales: H'_ij = H_ij / (s_i s_j).
+enum class QuantMethod { kRtn, kAwq, kGptq, kAwqGptq };
+
+// The format a tensor is written in (the quantize command's type policy).
+using TensorTypeFn = std::function<DType(const GgufTensor& tensor)>;
+
+class CalibratedQuantizer {
+ public:
+  // Runs the calibration and (AWQ) the scale search for every layer; the search
+  // quantizes each matrix to the format type_of gives it.
+  static Result<std::unique_ptr<CalibratedQuantizer>> create(QuantMethod method, const GgufFile& source,
+                                                             const TensorTypeFn& type_of,
+                                                             const CalibrationOptions& options, ThreadPool& pool);
+
+  // AWQ: the float values to use instead of the file's tensor `name`, or null.
+  const std::vector<float>* replacement(const std::string& name) const;
+  // GPTQ: quantizes the layer matrix `name` (rows x cols floats at w) to t into dst. False when the method leaves the tensor to round to nearest (not a layer
+  // matrix, a format without a block grid, or a row length it does not divide).
+  Result<bool> quantize(const std::string& name, const float* w, int64_t rows, int64_t cols, DType t, void* dst);
+  // One line per layer group: what the search chose and the calibration loss it saved.
+  const std::vector<std::string>& report() const { return report_; }
+
+ private:
+  CalibratedQuantizer(QuantMethod method, ThreadPool& pool) : method_(method), pool_(pool) {}
+  Status run_awq(const GgufFile& source, const TensorTypeFn& type_of);
+
+  QuantMethod method_;
+  ThreadPool& pool_;
+  CalibrationStats stats_;
+  std::map<std::string, std::vector<float>> replaced_;
+  std::map<std::pair<int32_t, int32_t>, GptqFactor> factors_;
+  std::map<std::pair<int32_t, int32_t>, std::vector<float>> awq_scales_;  // per (layer, input), when not all 1
+  std::vector<std::string> report_;
+  std::vector<float> work_;  // GPTQ's copy of the matrix being quantized
+};
+
+// Which layer and shared input a tensor name belongs to ("blk.3.ffn_up.weight" -> 3,
+// kFfn); false for tensors outside the layers' linear maps.
+bool layer_matrix_input(const std::string& name, int32_t* layer, LinearInput* input);
+
+// Float rows of a 2-D F32/F16/BF16 (or any dequantizable) tensor.
+std::vector<float> tensor_as_float(const GgufTensor& t);
+
+}  // namespace pagoda
