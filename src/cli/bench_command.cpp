@@ -23,6 +23,7 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "kernels/simd_target.h"
 #include "cli/model_loader.h"
 #include "engine/engine.h"
@@ -163,9 +164,7 @@ int run_bench(const BenchArgs& a) {
 
 Subcommand add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* sub = app.add_subcommand("bench", "Measure prompt processing (pp) and generation (tg) speed, llama-bench style");
-  // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::App* sub = add_subcommand(app, "bench", "Measure prompt processing (pp) and generation (tg) speed, llama-bench style");
   sub->add_option("-m,--model", args->model, "GGUF model file");
   Subcommand throughput = add_bench_throughput_command(*sub);
   Subcommand serve = add_bench_serve_command(*sub);
@@ -175,7 +174,7 @@ Subcommand add_bench_command(CLI::App& app) {
   sub->add_option("-d,--n-depth", args->depth, "Tokens of context already in the cache before each test (llama-bench's -d)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("-r,--repetitions", args->reps, "Timed repetitions per test")->check(CLI::PositiveNumber);
-  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  add_threads_option(*sub, args->threads);
   sub->add_flag("--json", args->json, "Print JSON (one object per test, with every run)");
   return {"bench", sub, [args, throughput, serve] {
             if (throughput.app->parsed()) return throughput.run();

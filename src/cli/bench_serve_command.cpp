@@ -22,6 +22,7 @@
 
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "cli/latency_stats.h"
 #include "gguf/gguf_file.h"
 
@@ -235,8 +236,7 @@ int run_bench_serve(const ServeBenchArgs& a) {
 
 Subcommand add_bench_serve_command(CLI::App& bench) {
   auto args = std::make_shared<ServeBenchArgs>();
-  CLI::App* sub = bench.add_subcommand("serve", "Load-test any OpenAI-compatible server (TTFT, TPOT, ITL, latency)");
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::App* sub = add_subcommand(bench, "serve", "Load-test any OpenAI-compatible server (TTFT, TPOT, ITL, latency)");
   sub->add_option("--base-url", args->base_url, "Server address");
   sub->add_option("--model", args->model_name, "Model name to send (default: the server's first)");
   sub->add_option("-m,--vocab-model", args->vocab_model, "GGUF file whose vocabulary size bounds the prompt ids");

@@ -19,6 +19,7 @@
 #include "base/thread_pool.h"
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "cli/latency_stats.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
@@ -234,9 +235,8 @@ int run_bench_throughput(const ThroughputArgs& a) {
 
 Subcommand add_bench_throughput_command(CLI::App& bench) {
   auto args = std::make_shared<ThroughputArgs>();
-  CLI::App* sub = bench.add_subcommand("throughput", "Offline serving throughput of the engine on a generated workload");
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+  CLI::App* sub = add_subcommand(bench, "throughput", "Offline serving throughput of the engine on a generated workload");
+  add_model_option(*sub, args->model);
   sub->add_option("--num-prompts", args->num_prompts, "Requests in the workload")->check(CLI::PositiveNumber);
   sub->add_option("--input-len", args->input_len, "Mean prompt length in tokens (after any shared prefix)")
       ->check(CLI::PositiveNumber);
@@ -252,7 +252,7 @@ Subcommand add_bench_throughput_command(CLI::App& bench) {
   sub->add_option("--prefix-len", args->prefix_len, "Tokens of a prefix every prompt shares (a system prompt)");
   sub->add_option("--request-rate", args->request_rate, "Poisson arrivals per second (0: all at once)");
   sub->add_option("-c,--ctx-size", args->ctx, "Context per sequence (0: the model's trained context)");
-  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  add_threads_option(*sub, args->threads);
   sub->add_option("--seed", args->seed, "Workload seed");
   sub->add_flag("--json", args->json, "Print the results as one JSON object");
   add_engine_options(*sub, args->engine);

@@ -14,6 +14,7 @@
 
 #include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
 #include "engine/generator.h"
@@ -29,6 +30,7 @@ struct ChatArgs {
   std::string system;
   std::string chat_template_file;
   int32_t n_predict = -1;
+  std::vector<std::string> stop;
   int32_t ctx = 4096;
   int32_t threads = 0;
   SamplingParams sp;
@@ -66,6 +68,7 @@ int run_chat(const ChatArgs& a) {
   if (!a.system.empty()) conv.messages.push_back({"system", a.system});
   GenerateOptions opts;
   opts.max_tokens = a.n_predict;
+  opts.stop = a.stop;
   opts.sampling = a.sp;
   opts.sampling.seed = a.seed < 0 ? kRandomSeed : static_cast<uint64_t>(a.seed);
   std::string line;
@@ -114,20 +117,16 @@ int run_chat(const ChatArgs& a) {
 
 Subcommand add_chat_command(CLI::App& app) {
   auto args = std::make_shared<ChatArgs>();
-  CLI::App* sub = app.add_subcommand("chat", "Interactive chat in the terminal, with the model's chat template");
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+  CLI::App* sub = add_subcommand(app, "chat", "Interactive chat in the terminal, with the model's chat template");
+  add_model_option(*sub, args->model);
   sub->add_option("--system", args->system, "System prompt");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
   sub->add_option("-n,--n-predict", args->n_predict, "Most tokens per reply (-1: until the model ends it)");
+  sub->add_option("--stop", args->stop, "Stop string: a reply ends where it first appears, without it (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("-c,--ctx-size", args->ctx, "Context size in tokens");
-  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
-  sub->add_option("--temp", args->sp.temperature, "Temperature (0: greedy)");
-  sub->add_option("--top-k", args->sp.top_k, "Top-k (0: off)");
-  sub->add_option("--top-p", args->sp.top_p, "Top-p (1: off)");
-  sub->add_option("--min-p", args->sp.min_p, "Min-p (0: off)");
-  sub->add_option("--repeat-penalty", args->sp.repeat_penalty, "Repetition penalty (1: off)");
-  sub->add_option("-s,--seed", args->seed, "RNG seed (-1: random)");
+  add_threads_option(*sub, args->threads);
+  add_sampling_options(*sub, args->sp, args->seed);
   add_engine_options(*sub, args->engine);
   return {"chat", sub, [args] { return run_chat(*args); }};
 }

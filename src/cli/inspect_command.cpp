@@ -12,6 +12,7 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "base/human_size.h"
 #include "quant/w8a8.h"
 
@@ -131,9 +132,7 @@ int run_inspect(const InspectArgs& a) {
 
 Subcommand add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* sub = app.add_subcommand("inspect", "Print a GGUF model's metadata, tensors, formats and memory needs");
-  // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::App* sub = add_subcommand(app, "inspect", "Print a GGUF model's metadata, tensors, formats and memory needs");
   sub->add_option("model", args->model, "GGUF file")->required();
   sub->add_flag("--all-tensors", args->all_tensors, "List every tensor, not only the first layer's");
   sub->add_option("-c,--ctx-size", args->ctx, "Context length for the KV memory estimate");

@@ -12,6 +12,7 @@
 
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "cli/model_loader.h"
 #include "eval/perplexity.h"
 
@@ -116,13 +117,12 @@ int run_perplexity(const PplArgs& a) {
 
 Subcommand add_perplexity_command(CLI::App& app) {
   auto args = std::make_shared<PplArgs>();
-  CLI::App* sub = app.add_subcommand("perplexity", "Perplexity over a text file, and KL divergence against a base model");
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+  CLI::App* sub = add_subcommand(app, "perplexity", "Perplexity over a text file, and KL divergence against a base model");
+  add_model_option(*sub, args->model);
   sub->add_option("-f,--file", args->text, "Text file to evaluate (UTF-8)")->required();
   sub->add_option("-c,--ctx-size", args->ctx, "Tokens per chunk; the second half of each is scored");
   sub->add_option("--chunks", args->chunks, "Chunks to evaluate (default: all the text holds)");
-  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  add_threads_option(*sub, args->threads);
   sub->add_option("--kl-base", args->kl_base,
                   "Base model (e.g. the unquantized original) for KL divergence and top-1 agreement; its "
                   "log-probabilities are cached and reused");

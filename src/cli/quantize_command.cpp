@@ -16,6 +16,7 @@
 
 #include "base/timer.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "base/human_size.h"
 #include "cli/model_loader.h"
 #include "quantize/method.h"
@@ -163,8 +164,7 @@ int run_quantize(const QuantizeArgs& a) {
 
 Subcommand add_quantize_command(CLI::App& app) {
   auto args = std::make_shared<QuantizeArgs>();
-  CLI::App* sub = app.add_subcommand("quantize", "Write a copy of a GGUF model with its weight matrices quantized");
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::App* sub = add_subcommand(app, "quantize", "Write a copy of a GGUF model with its weight matrices quantized");
   sub->add_option("input", args->input, "Source GGUF file (F32, F16 or BF16 weights)")->required();
   sub->add_option("output", args->output, "GGUF file to write (replaced atomically when done)")->required();
   sub->add_option("--type", args->type,
@@ -181,7 +181,7 @@ Subcommand add_quantize_command(CLI::App& app) {
   sub->add_option("--calib", args->method.calib_path, "Calibration text (plain UTF-8) for awq and gptq");
   sub->add_option("--calib-tokens", args->method.calib_tokens, "Calibration tokens to run (default 4096)");
   sub->add_option("--calib-ctx", args->method.calib_ctx, "Tokens per calibration chunk (default 512)");
-  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  add_threads_option(*sub, args->threads);
   sub->add_flag("--allow-requantize", args->allow_requantize,
                 "Allow sources whose tensors are already quantized (loses more precision)");
   return {"quantize", sub, [args] { return run_quantize(*args); }};

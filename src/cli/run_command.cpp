@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "cli/engine_options.h"
 #include "engine/generator.h"
 #include "cli/model_loader.h"
@@ -31,6 +32,7 @@ struct RunArgs {
   int32_t threads = 0;
   int32_t ctx = 4096;
   bool ignore_eos = false;
+  std::vector<std::string> stop;
   bool no_bos = false;
   bool quiet_stats = false;
   std::string ids_out;
@@ -100,6 +102,7 @@ int run_run(const RunArgs& a, bool use_ids) {
   GenerateOptions opts;
   opts.max_tokens = a.n_predict;
   opts.ignore_eos = a.ignore_eos;
+  opts.stop = a.stop;
   opts.sampling = a.sp;
   opts.sampling.seed = a.seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(a.seed);
 
@@ -147,27 +150,19 @@ int run_run(const RunArgs& a, bool use_ids) {
 
 Subcommand add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt");
-  // A flag given twice takes its last value, as in llama.cpp (scripts append overrides).
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+  CLI::App* sub = add_subcommand(app, "run", "Generate text from a prompt");
+  add_model_option(*sub, args->model);
   sub->add_option("-p,--prompt", args->prompt, "Prompt text");
   sub->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
   CLI::Option* prompt_ids = sub->add_option("--prompt-ids", args->prompt_ids,
                                             "Prompt as comma-separated token ids (no tokenizer, no BOS added)");
   sub->add_option("-n,--n-predict", args->n_predict, "Tokens to generate (-1: until end of text)");
-  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  add_threads_option(*sub, args->threads);
   sub->add_option("-c,--ctx-size", args->ctx, "Context size in tokens (0: the model's trained context)");
-  sub->add_option("--temp", args->sp.temperature, "Temperature (0: greedy)");
-  sub->add_option("--top-k", args->sp.top_k, "Top-k (0: off)");
-  sub->add_option("--top-p", args->sp.top_p, "Top-p (1: off)");
-  sub->add_option("--min-p", args->sp.min_p, "Min-p (0: off)");
-  sub->add_option("--repeat-penalty", args->sp.repeat_penalty, "Repetition penalty (1: off)");
-  sub->add_option("--repeat-last-n", args->sp.repeat_last_n, "Tokens the penalties look back over (-1: all)");
-  sub->add_option("--presence-penalty", args->sp.presence_penalty, "Presence penalty");
-  sub->add_option("--frequency-penalty", args->sp.frequency_penalty, "Frequency penalty");
-  sub->add_option("-s,--seed", args->seed, "RNG seed (-1: random)");
+  add_sampling_options(*sub, args->sp, args->seed);
   sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-text tokens");
+  sub->add_option("--stop", args->stop, "Stop string: generation ends where it first appears, without it (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_flag("--no-bos", args->no_bos, "Do not add the BOS token to the prompt");
   sub->add_flag("--no-stats", args->quiet_stats, "Do not print the stats line");
   sub->add_option("--ids-out", args->ids_out, "Write prompt and generated token ids as JSON");

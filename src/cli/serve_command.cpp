@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "cli/commands.h"
+#include "cli/common_options.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
 #include "chat/chat_prompt.h"
@@ -120,16 +121,15 @@ int run_serve(const ServeArgs& a) {
 
 Subcommand add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with a web playground");
-  sub->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+  CLI::App* sub = add_subcommand(app, "serve", "OpenAI-compatible HTTP server with a web playground");
+  add_model_option(*sub, args->model);
   sub->add_option("--host", args->host, "Address to listen on");
   sub->add_option("--port", args->port, "Port (0: any free port)");
   sub->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
   sub->add_option("--served-model-name", args->served_name, "Model name in the API (default: the file's stem)");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
   sub->add_option("-c,--ctx-size", args->ctx, "Context per sequence (0: the model's trained context)");
-  sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+  add_threads_option(*sub, args->threads);
   sub->add_option("--max-tokens-limit", args->max_tokens_limit, "Largest max_tokens a request may ask (0: the context)");
   sub->add_option("--max-queued-requests", args->max_queued, "Waiting requests beyond which new ones get 429");
   sub->add_option("--max-body-mib", args->max_body_mib, "Largest request body in MiB (413 beyond)");

@@ -6,13 +6,9 @@ namespace pagoda {
 namespace {
 
 Status configure(const GgufFile&, ModelConfig& c) {
-  c.rope.layout = RopeLayout::kNeox;
-  c.act = FfnActivation::kSilu;
-  c.rope_local = c.rope;
+  configure_plain_decoder(c, RopeLayout::kNeox);
   return Status::ok();
 }
-
-void write_random_metadata(const RandomModelSpec&, GgufWriter&) {}
 
 }  // namespace
 
@@ -23,7 +19,7 @@ extern const ArchSpec kArchQwen2 = {
     .chat_template = "chatml",
     .awq_groups = dense_awq_groups,
     .tied_output = false,
-    .write_random_metadata = write_random_metadata,
+    .write_random_metadata = nullptr,
 };
 
 }  // namespace pagoda

@@ -30,6 +30,12 @@ std::string arch_names() {
   return out;
 }
 
+void configure_plain_decoder(ModelConfig& c, RopeLayout layout) {
+  c.rope.layout = layout;
+  c.act = FfnActivation::kSilu;
+  c.rope_local = c.rope;
+}
+
 const std::vector<AwqGroupSpec>& dense_awq_groups() {
   static const std::vector<AwqGroupSpec> groups = {
       {LinearInput::kAttention, {"attn_q", "attn_k", "attn_v"}, "attn_norm", false, "q,k,v"},

@@ -54,10 +54,14 @@ struct ArchSpec {
   // head has its own KV head.
   const std::vector<AwqGroupSpec>& (*awq_groups)();
   // The random-model writer: whether output.weight is tied to token_embd, and the
-  // architecture's own metadata keys beyond the common ones.
+  // architecture's own metadata keys beyond the common ones (nullptr: none).
   bool tied_output;
   void (*write_random_metadata)(const RandomModelSpec& s, GgufWriter& w);
 };
+
+// The configure step of a plain pre-norm SwiGLU decoder (Llama's, Qwen2's): only the
+// RoPE layout differs between them; every layer is global.
+void configure_plain_decoder(ModelConfig& c, RopeLayout layout);
 
 // nullptr when no registered architecture has this GGUF name.
 const ArchSpec* find_arch(std::string_view name);

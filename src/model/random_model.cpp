@@ -119,7 +119,7 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   w.set_u32(p + "rope.dimension_count", s.head_dim);
   w.set_f32(p + "attention.layer_norm_rms_epsilon", 1e-6f);
   w.set_f32(p + "rope.freq_base", 10000.0f);
-  arch->write_random_metadata(s, w);
+  if (arch->write_random_metadata != nullptr) arch->write_random_metadata(s, w);
   std::vector<int32_t> types;
   std::vector<float> scores;
   auto pieces = make_vocab(s.vocab, types, scores);

@@ -191,3 +191,28 @@ def test_unknown_flag(pagoda, gen_model):
 
 def test_missing_model_flag(pagoda):
     assert_clean_failure(*pagoda("run", "-p", "hi"), "model")
+
+
+def test_run_stop_string_ends_generation_where_it_first_appears(pagoda_bin, gen_model, tmp_path):
+    """The oracle is the unstopped run's own text: with --stop S, stdout is that text cut
+    before S's first occurrence, and generation ends at the token that completed S."""
+    model = gen_model()
+    def run(*extra, ids_out):
+        r = subprocess.run([str(pagoda_bin("pagoda")), "run", "-m", str(model), "-p", "hello", "-n", "40", "--temp",
+                            "0", "--ignore-eos", "-t", "2", "--ids-out", str(ids_out), *extra],
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        return r.stdout, r.stderr.decode(errors="replace"), json.loads(ids_out.read_text())["generated_ids"]
+    full, _, full_ids = run(ids_out=tmp_path / "full.json")
+    assert full.startswith(b"hello") and full.endswith(b"\n")
+    text = full[len(b"hello"):-1]
+    stop = text[len(text) // 2:len(text) // 2 + 3]
+    assert len(stop) == 3 and stop.isascii(), text
+    cut, err, ids = run("--stop", stop.decode(), "--stop", "\x01never", ids_out=tmp_path / "cut.json")
+    assert cut == b"hello" + text[:text.find(stop)] + b"\n"
+    assert "stop: stop" in err
+    assert ids == full_ids[:len(ids)] and len(ids) < len(full_ids)
+    # The token that completed the stop string is the last one generated.
+    shorter = subprocess.run([str(pagoda_bin("pagoda")), "run", "-m", str(model), "-p", "hello", "-n", str(len(ids) - 1),
+                              "--temp", "0", "--ignore-eos", "-t", "2", "--no-stats"], capture_output=True, timeout=120)
+    assert stop not in shorter.stdout[len(b"hello"):]

@@ -32,7 +32,6 @@ TEST(ArchRegistry, NamesAreUniqueAndFound) {
     EXPECT_EQ(find_arch(a->name), a);
     EXPECT_NE(a->configure, nullptr);
     EXPECT_NE(a->awq_groups, nullptr);
-    EXPECT_NE(a->write_random_metadata, nullptr);
     EXPECT_NE(a->chat_template, nullptr);
   }
   EXPECT_EQ(find_arch("no-such-arch"), nullptr);

@@ -1,0 +1,23 @@
+// Flags several subcommands share, spelled once: every subcommand takes a flag given
+// twice at its last value (as llama.cpp does, so scripts can append overrides), and
+// -m/--model, -t/--threads and the sampling flags read the same everywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sampling/params.h"
+
+namespace CLI {
+class App;
+}
+
+namespace pagoda {
+
+CLI::App* add_subcommand(CLI::App& parent, const std::string& name, const std::string& description);
+void add_model_option(CLI::App& sub, std::string& model);
+void add_threads_option(CLI::App& sub, int32_t& threads);
+// llama.cpp's names: --temp, --top-k, --top-p, --min-p, the penalties, -s/--seed (-1: random).
+void add_sampling_options(CLI::App& sub, SamplingParams& sp, int64_t& seed);
+
+}  // namespace pagoda
