@@ -103,7 +103,7 @@ void set_gflops(benchmark::State& state, int64_t rows, int64_t cols, int64_t tok
       static_cast<double>(state.iterations()) * 2.0 * rows * cols * tokens / 1e9, benchmark::Counter::kIsRate);
 }
 
-void bm_w8a8_tile(benchmark::State& state, W8A8Isa isa, int64_t rows, int64_t cols, int64_t tokens) {
+void bm_w8a8_tile(benchmark::State& state, SimdTarget isa, int64_t rows, int64_t cols, int64_t tokens) {
   const W8A8Kernels k = w8a8_kernels(isa);
   const W8A8Matrix w = w8a8_weights(rows, cols);
   const W8A8Activations x = w8a8_acts(tokens, cols);
@@ -130,7 +130,7 @@ void bm_q8_0_tile(benchmark::State& state, SimdTarget target, int64_t rows, int6
   set_gflops(state, rows, cols, tokens);
 }
 
-void bm_w8a8_gemv(benchmark::State& state, W8A8Isa isa) {
+void bm_w8a8_gemv(benchmark::State& state, SimdTarget isa) {
   const int64_t rows = 4096, cols = 4096;
   const W8A8Kernels k = w8a8_kernels(isa);
   const W8A8Matrix w = w8a8_weights(rows, cols);
@@ -163,9 +163,9 @@ const bool registered = [] {
   struct Shape {
     int64_t rows, cols;
   };
-  for (W8A8Isa isa : runnable_w8a8_isas()) {
-    if (isa == W8A8Isa::kScalar) continue;
-    const std::string in = w8a8_isa_name(isa);
+  for (SimdTarget isa : runnable_simd_targets()) {
+    if (isa == SimdTarget::kScalar) continue;
+    const std::string in = simd_target_name(isa);
     for (Shape s : {Shape{2048, 2048}, Shape{5632, 2048}})
       for (int64_t tokens : {64, 512})
         benchmark::RegisterBenchmark(

@@ -122,11 +122,9 @@ Subcommand add_chat_command(CLI::App& app) {
   sub->add_option("--system", args->system, "System prompt");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
   sub->add_option("-n,--n-predict", args->n_predict, "Most tokens per reply (-1: until the model ends it)");
-  sub->add_option("--stop", args->stop, "Stop string: a reply ends where it first appears, without it (repeatable)")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("-c,--ctx-size", args->ctx, "Context size in tokens");
   add_threads_option(*sub, args->threads);
-  add_sampling_options(*sub, args->sp, args->seed);
+  add_generation_options(*sub, args->sp, args->seed, args->stop);
   add_engine_options(*sub, args->engine);
   return {"chat", sub, [args] { return run_chat(*args); }};
 }

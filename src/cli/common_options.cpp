@@ -18,7 +18,7 @@ void add_threads_option(CLI::App& sub, int32_t& threads) {
   sub.add_option("-t,--threads", threads, "Threads (default: all cores)");
 }
 
-void add_sampling_options(CLI::App& sub, SamplingParams& sp, int64_t& seed) {
+void add_generation_options(CLI::App& sub, SamplingParams& sp, int64_t& seed, std::vector<std::string>& stop) {
   sub.add_option("--temp", sp.temperature, "Temperature (0: greedy)");
   sub.add_option("--top-k", sp.top_k, "Top-k (0: off)");
   sub.add_option("--top-p", sp.top_p, "Top-p (1: off)");
@@ -28,6 +28,8 @@ void add_sampling_options(CLI::App& sub, SamplingParams& sp, int64_t& seed) {
   sub.add_option("--presence-penalty", sp.presence_penalty, "Presence penalty");
   sub.add_option("--frequency-penalty", sp.frequency_penalty, "Frequency penalty");
   sub.add_option("-s,--seed", seed, "RNG seed (-1: random)");
+  sub.add_option("--stop", stop, "Stop string: generation ends where it first appears, without it (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 }  // namespace pagoda

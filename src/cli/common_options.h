@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sampling/params.h"
 
@@ -17,7 +18,8 @@ namespace pagoda {
 CLI::App* add_subcommand(CLI::App& parent, const std::string& name, const std::string& description);
 void add_model_option(CLI::App& sub, std::string& model);
 void add_threads_option(CLI::App& sub, int32_t& threads);
-// llama.cpp's names: --temp, --top-k, --top-p, --min-p, the penalties, -s/--seed (-1: random).
-void add_sampling_options(CLI::App& sub, SamplingParams& sp, int64_t& seed);
+// llama.cpp's names: --temp, --top-k, --top-p, --min-p, the penalties, -s/--seed (-1:
+// random), and --stop (repeatable).
+void add_generation_options(CLI::App& sub, SamplingParams& sp, int64_t& seed, std::vector<std::string>& stop);
 
 }  // namespace pagoda

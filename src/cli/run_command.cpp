@@ -159,10 +159,8 @@ Subcommand add_run_command(CLI::App& app) {
   sub->add_option("-n,--n-predict", args->n_predict, "Tokens to generate (-1: until end of text)");
   add_threads_option(*sub, args->threads);
   sub->add_option("-c,--ctx-size", args->ctx, "Context size in tokens (0: the model's trained context)");
-  add_sampling_options(*sub, args->sp, args->seed);
+  add_generation_options(*sub, args->sp, args->seed, args->stop);
   sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-text tokens");
-  sub->add_option("--stop", args->stop, "Stop string: generation ends where it first appears, without it (repeatable)")
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_flag("--no-bos", args->no_bos, "Do not add the BOS token to the prompt");
   sub->add_flag("--no-stats", args->quiet_stats, "Do not print the stats line");
   sub->add_option("--ids-out", args->ids_out, "Write prompt and generated token ids as JSON");

@@ -1,12 +1,6 @@
 // avx2 body of attention_causal (attention_body.h over 8-float vectors). Compiled for
 // avx2 (+FMA, F16C) only and called only when the CPU has it.
-// GCC 12's intrinsic headers seed gathers with a self-initialized "undefined" register
-// (GCC PR105593), which -Wmaybe-uninitialized reports once they are inlined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include "kernels/attention_body.h"
 

@@ -1,10 +1,6 @@
 // avx512 body of attention_causal (attention_body.h over 16-float vectors). Compiled for
 // avx512 only and called only when the CPU has it.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include "kernels/attention_body.h"
 

@@ -22,12 +22,9 @@ using TileFn = decltype(DotKernels::tile);
 
 TileFn scalar_tile_for(DType t) {
   switch (t) {
-#define PAGODA_TILE(T) \
-  case DType::T: return scalar_tile<DType::T>;
-    PAGODA_TILE(F32) PAGODA_TILE(F16) PAGODA_TILE(BF16) PAGODA_TILE(Q4_0) PAGODA_TILE(Q4_1) PAGODA_TILE(Q5_0)
-    PAGODA_TILE(Q5_1) PAGODA_TILE(Q8_0) PAGODA_TILE(Q2_K) PAGODA_TILE(Q3_K) PAGODA_TILE(Q4_K) PAGODA_TILE(Q5_K)
-    PAGODA_TILE(Q6_K) PAGODA_TILE(Q8_K)
-#undef PAGODA_TILE
+#define PAGODA_FORMAT(NAME, ...) \
+  case DType::NAME: return scalar_tile<DType::NAME>;
+#include "tensor/formats.inc"
     default: return nullptr;
   }
 }
@@ -46,15 +43,12 @@ void scalar_quantize_x(const float* src, void* dst, int64_t n) {
 DotKernels scalar_kernels(DType t) {
   DotKernels k;
   switch (t) {
-#define PAGODA_SCALAR(T)                      \
-  case DType::T:                              \
-    k.dot = scalar_dot<DType::T>;             \
-    k.quantize_x = scalar_quantize_x<DType::T>; \
+#define PAGODA_FORMAT(NAME, ...)                   \
+  case DType::NAME:                                \
+    k.dot = scalar_dot<DType::NAME>;               \
+    k.quantize_x = scalar_quantize_x<DType::NAME>; \
     break;
-    PAGODA_SCALAR(F32) PAGODA_SCALAR(F16) PAGODA_SCALAR(BF16) PAGODA_SCALAR(Q4_0) PAGODA_SCALAR(Q4_1)
-    PAGODA_SCALAR(Q5_0) PAGODA_SCALAR(Q5_1) PAGODA_SCALAR(Q8_0) PAGODA_SCALAR(Q2_K) PAGODA_SCALAR(Q3_K)
-    PAGODA_SCALAR(Q4_K) PAGODA_SCALAR(Q5_K) PAGODA_SCALAR(Q6_K) PAGODA_SCALAR(Q8_K)
-#undef PAGODA_SCALAR
+#include "tensor/formats.inc"
     default: break;
   }
   k.tile = scalar_tile_for(t);
@@ -75,7 +69,8 @@ template <DType T>
 DotRowsFn loop_dot_rows_on(SimdTarget s) {
   switch (s) {
     case SimdTarget::kScalar: return loop_dot_rows<T, SimdTarget::kScalar>;
-    case SimdTarget::kAvx2: return loop_dot_rows<T, SimdTarget::kAvx2>;
+    case SimdTarget::kAvx2:
+    case SimdTarget::kAvx512Bw: return loop_dot_rows<T, SimdTarget::kAvx2>;
     case SimdTarget::kAvx512: return loop_dot_rows<T, SimdTarget::kAvx512>;
   }
   return nullptr;
@@ -83,12 +78,9 @@ DotRowsFn loop_dot_rows_on(SimdTarget s) {
 
 DotRowsFn loop_dot_rows_for(DType t, SimdTarget s) {
   switch (t) {
-#define PAGODA_ROWS(T) \
-  case DType::T: return loop_dot_rows_on<DType::T>(s);
-    PAGODA_ROWS(F32) PAGODA_ROWS(F16) PAGODA_ROWS(BF16) PAGODA_ROWS(Q4_0) PAGODA_ROWS(Q4_1) PAGODA_ROWS(Q5_0)
-    PAGODA_ROWS(Q5_1) PAGODA_ROWS(Q8_0) PAGODA_ROWS(Q2_K) PAGODA_ROWS(Q3_K) PAGODA_ROWS(Q4_K) PAGODA_ROWS(Q5_K)
-    PAGODA_ROWS(Q6_K) PAGODA_ROWS(Q8_K)
-#undef PAGODA_ROWS
+#define PAGODA_FORMAT(NAME, ...) \
+  case DType::NAME: return loop_dot_rows_on<DType::NAME>(s);
+#include "tensor/formats.inc"
     default: return nullptr;
   }
 }

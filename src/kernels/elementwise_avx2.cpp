@@ -3,13 +3,7 @@
 // Everything here has internal linkage and calls no inline function of a shared header.
 // The last n % 8 values of a row go through a zero-padded copy, so they take the same
 // vector arithmetic as the rest.
-// GCC 12's intrinsic headers seed gathers with a self-initialized "undefined" register
-// (GCC PR105593), which -Wmaybe-uninitialized reports once they are inlined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 #include <math.h>
 
 #include <cstdint>

@@ -1,11 +1,7 @@
 // avx512 bodies of the elementwise kernels (elementwise.h says what may differ from the
 // scalar bodies). Compiled for avx512 only and called only when the CPU has it.
 // Everything here has internal linkage and calls no inline function of a shared header.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 #include <math.h>
 
 #include <cstdint>

@@ -10,10 +10,7 @@
 //
 // tile: register blocks of 3 rows x 4 tokens (12 accumulators, 3 weight vectors and one
 // activation vector fill the 16 ymm registers).
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
+#include "kernels/simd_intrinsics.h"
 
 #include "kernels/simd_registry.h"
 #include "quant/formats.h"

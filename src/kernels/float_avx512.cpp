@@ -18,14 +18,7 @@
 // tile (prefill, compute bound): register blocks of kRm rows x kRn tokens, each weight
 // and activation vector loaded (and converted) once per block and step and used kRn or
 // kRm times. The rows of a block stay in L1 while the block walks over the tokens.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
+#include "kernels/simd_intrinsics.h"
 
 #include "base/cpu_features.h"
 #include "kernels/simd_registry.h"

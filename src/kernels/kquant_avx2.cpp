@@ -9,7 +9,7 @@
 //
 // tile (prefill): see kquant_common.h. 8 tokens per vector; vpmaddubsw of the biased
 // token quants with 4 broadcast levels, vpmaddwd with the group scale.
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <type_traits>
 

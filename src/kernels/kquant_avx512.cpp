@@ -12,16 +12,7 @@
 //
 // tile (prefill): see kquant_common.h. 16 tokens per vector, vpdpbusd for 4 values per
 // lane, one vpmulld per group and token vector for the group scale.
-//
-// GCC 12's AVX-512 intrinsics fill unused lanes from a self-initialized "undefined"
-// vector, which -Wuninitialized reports at the intrinsic's own line; the state that
-// counts is the one where the header is read, so this comes before the includes.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
 #include <type_traits>
 

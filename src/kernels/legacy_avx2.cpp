@@ -16,10 +16,7 @@
 // tile (prefill): rows in lanes, as the avx512 body: eight weight rows transposed into
 // eight registers per block, each activation dword broadcast, an 8 x 6 (rows x tokens)
 // register block (8 x 4 for Q8_0, whose sign trick needs more registers).
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
+#include "kernels/simd_intrinsics.h"
 #include <type_traits>
 
 #include "kernels/legacy_layout.h"

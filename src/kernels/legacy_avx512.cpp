@@ -28,16 +28,7 @@
 // 80% of the dpbusd peak; on Zen 5 it reaches ~65% (650-700 GFLOPS per core, measured
 // with bench/micro/legacy_bench.cc), repacking included.
 //
-// GCC 12's AVX-512 headers seed many intrinsics with a self-initialized "undefined"
-// register (GCC PR105593), which -Wuninitialized reports once they are inlined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
+#include "kernels/simd_intrinsics.h"
 #include <type_traits>
 
 #include "kernels/avx512_common.h"

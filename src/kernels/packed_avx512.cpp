@@ -9,14 +9,8 @@
 // vpermd from four bits of qh per register), and the FP32 accumulator takes
 // cvt(int) * (d_w * d_x) with one FMA. The tile runs up to 12 tokens per panel pass so
 // the unpacked weight registers are reused across tokens; the GEMV runs one.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
-#include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/avx512_common.h"

@@ -12,14 +12,8 @@
 // runs ~4% below the row-major Q4_K tile on a 1B-shaped model (655-670 vs 690 tok/s at
 // pp512), the price of decoding 22% faster from the same bytes; vpmulld per sub-block
 // and token is the likely cost.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include "kernels/simd_intrinsics.h"
 
-#include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/avx512_common.h"

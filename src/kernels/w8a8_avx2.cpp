@@ -6,10 +6,7 @@
 // pmaddubsw pair sum is at most 2 * 128 * 127 < 2^15. gemv takes four rows per 32-byte
 // activation load; tile puts 8 rows in the lanes of a register (as w8a8_avx512_body.h
 // does with 16), in register blocks of 8 rows x one staged block of 8 tokens.
-#include <immintrin.h>
-
-#include <cstdint>
-#include <cstring>
+#include "kernels/simd_intrinsics.h"
 
 #include "kernels/legacy_layout.h"
 #include "kernels/w8a8_bodies.h"

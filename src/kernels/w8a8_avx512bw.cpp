@@ -1,10 +1,7 @@
 // AVX-512BW bodies of the W8A8 kernels (w8a8_avx512_body.h without VNNI), for CPUs with
 // AVX-512 but no VNNI (Skylake-SP/X). Compiled for AVX-512 F, BW, VL, DQ and nothing
 // newer, so the compiler cannot fuse the products into VNNI instructions either.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "kernels/simd_intrinsics.h"
 #include "kernels/w8a8_avx512_body.h"
 #include "kernels/w8a8_bodies.h"
 

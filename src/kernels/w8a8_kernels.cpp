@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "base/cpu_features.h"
 #include "kernels/w8a8_bodies.h"
 #include "quant/w8a8.h"
 
@@ -40,45 +39,22 @@ void w8a8_stage_block(const W8A8Acts& x, int64_t t0, int64_t count, int64_t n, i
   }
 }
 
-std::vector<W8A8Isa> runnable_w8a8_isas() {
-  const CpuFeatures& f = cpu_features();
-  std::vector<W8A8Isa> out = {W8A8Isa::kScalar};
-  if (f.avx2 && f.fma && f.f16c) {
-    out.push_back(W8A8Isa::kAvx2);
-    if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl) {
-      out.push_back(W8A8Isa::kAvx512Bw);
-      if (f.avx512vnni) out.push_back(W8A8Isa::kAvx512Vnni);
-    }
-  }
-  return out;
-}
-
-const char* w8a8_isa_name(W8A8Isa isa) {
-  switch (isa) {
-    case W8A8Isa::kScalar: return "scalar";
-    case W8A8Isa::kAvx2: return "avx2";
-    case W8A8Isa::kAvx512Bw: return "avx512bw";
-    case W8A8Isa::kAvx512Vnni: return "avx512vnni";
-  }
-  return "?";
-}
-
-W8A8Kernels w8a8_kernels(W8A8Isa isa) {
+W8A8Kernels w8a8_kernels(SimdTarget target) {
   W8A8Kernels k;
   k.quantize_x = quantize_activation_w8a8;
   k.gemv = scalar_gemv;
   k.tile = scalar_tile;
-  switch (isa) {
-    case W8A8Isa::kAvx2: simd::w8a8_avx2(k); break;
-    case W8A8Isa::kAvx512Bw: simd::w8a8_avx512bw(k); break;
-    case W8A8Isa::kAvx512Vnni: simd::w8a8_avx512vnni(k); break;
-    case W8A8Isa::kScalar: break;
+  switch (target) {
+    case SimdTarget::kAvx2: simd::w8a8_avx2(k); break;
+    case SimdTarget::kAvx512Bw: simd::w8a8_avx512bw(k); break;
+    case SimdTarget::kAvx512: simd::w8a8_avx512vnni(k); break;
+    case SimdTarget::kScalar: break;
   }
   return k;
 }
 
 const W8A8Kernels& w8a8_kernels() {
-  static const W8A8Kernels best = w8a8_kernels(runnable_w8a8_isas().back());
+  static const W8A8Kernels best = w8a8_kernels(best_simd_target());
   return best;
 }
 

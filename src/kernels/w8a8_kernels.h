@@ -10,17 +10,17 @@
 // 16-bit pair sums could saturate with an offset, so the bodies multiply |w| by x with
 // w's sign moved onto x (|w| <= 128, |x| <= 127: a pair sum stays below 2^15).
 //
-// Bodies are chosen at run time from the CPU features (PAGODA_CPU caps them too); the
-// list is finer than SimdTarget because AVX-512 without VNNI gets its own body.
+// Bodies are chosen at run time from the CPU features (PAGODA_CPU caps them too): one per
+// SimdTarget, AVX-512 without VNNI (kAvx512Bw) included.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace pagoda {
+#include "kernels/simd_target.h"
 
-enum class W8A8Isa { kScalar = 0, kAvx2 = 1, kAvx512Bw = 2, kAvx512Vnni = 3 };
+namespace pagoda {
 
 // Tokens per block of the staged layout the tile bodies read (w8a8_stage_block).
 inline constexpr int64_t kW8A8BlockTokens = 8;
@@ -61,12 +61,9 @@ struct W8A8Kernels {
                int64_t tokens, float* y, size_t y_stride) = nullptr;
 };
 
-// The bodies of `isa`, which must be runnable here; for tests and benchmarks.
-W8A8Kernels w8a8_kernels(W8A8Isa isa);
+// The bodies of `target`, which must be runnable here; for tests and benchmarks.
+W8A8Kernels w8a8_kernels(SimdTarget target);
 // The best bodies for this machine; cached, thread-safe.
 const W8A8Kernels& w8a8_kernels();
-// Every W8A8Isa this CPU runs (after PAGODA_CPU), lowest first, always starting with kScalar.
-std::vector<W8A8Isa> runnable_w8a8_isas();
-const char* w8a8_isa_name(W8A8Isa isa);
 
 }  // namespace pagoda

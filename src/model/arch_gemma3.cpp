@@ -42,7 +42,6 @@ extern const ArchSpec kArchGemma3 = {
     .tensors = {.qk_norm = true, .post_norms = true},
     .configure = configure,
     .chat_template = "gemma",
-    .awq_groups = dense_awq_groups,
     .tied_output = true,
     .write_random_metadata = write_random_metadata,
 };

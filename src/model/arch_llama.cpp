@@ -3,23 +3,10 @@
 #include "model/arch_spec.h"
 
 namespace pagoda {
-namespace {
-
-Status configure(const GgufFile&, ModelConfig& c) {
-  configure_plain_decoder(c, RopeLayout::kNorm);
-  return Status::ok();
-}
-
-}  // namespace
 
 extern const ArchSpec kArchLlama = {
     .name = "llama",
-    .tensors = {},
-    .configure = configure,
-    .chat_template = "chatml",
-    .awq_groups = dense_awq_groups,
-    .tied_output = false,
-    .write_random_metadata = nullptr,
+    .configure = configure_plain<RopeLayout::kNorm>,
 };
 
 }  // namespace pagoda

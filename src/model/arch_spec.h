@@ -41,27 +41,33 @@ struct AwqGroupSpec {
 // The groups of a dense pre-norm decoder layer (Q/K/V, gate/up, down).
 const std::vector<AwqGroupSpec>& dense_awq_groups();
 
+// The defaults are a plain dense decoder's, so a spec names only what differs.
 struct ArchSpec {
-  const char* name;  // general.architecture
-  LayerTensorSet tensors;
+  const char* name = nullptr;  // general.architecture
+  LayerTensorSet tensors = {};
   // Fills what differs from the common keys (RoPE layout, activation, sliding-window
   // pattern, embedding scale); c already holds the common keys.
-  Status (*configure)(const GgufFile& f, ModelConfig& c);
+  Status (*configure)(const GgufFile& f, ModelConfig& c) = nullptr;
   // Name of the built-in chat template (chat/builtin_templates.h) used when the file
   // carries none.
-  const char* chat_template;
+  const char* chat_template = "chatml";
   // AWQ's groups of a layer; awq_groups() adds the attention output's when every query
   // head has its own KV head.
-  const std::vector<AwqGroupSpec>& (*awq_groups)();
+  const std::vector<AwqGroupSpec>& (*awq_groups)() = dense_awq_groups;
   // The random-model writer: whether output.weight is tied to token_embd, and the
   // architecture's own metadata keys beyond the common ones (nullptr: none).
-  bool tied_output;
-  void (*write_random_metadata)(const RandomModelSpec& s, GgufWriter& w);
+  bool tied_output = false;
+  void (*write_random_metadata)(const RandomModelSpec& s, GgufWriter& w) = nullptr;
 };
 
 // The configure step of a plain pre-norm SwiGLU decoder (Llama's, Qwen2's): only the
 // RoPE layout differs between them; every layer is global.
 void configure_plain_decoder(ModelConfig& c, RopeLayout layout);
+template <RopeLayout kLayout>
+Status configure_plain(const GgufFile&, ModelConfig& c) {
+  configure_plain_decoder(c, kLayout);
+  return Status::ok();
+}
 
 // nullptr when no registered architecture has this GGUF name.
 const ArchSpec* find_arch(std::string_view name);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -60,27 +61,6 @@ std::vector<std::string> make_vocab(int n, std::vector<int32_t>& types, std::vec
   return pieces;
 }
 
-// llama.cpp's file-type code for a file whose matrices are all of one format, so tools
-// label generated models by format ("Q4_0", "Q4_K - Small") rather than "all F32".
-uint32_t file_type(DType t) {
-  switch (t) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q4_1: return 3;
-    case DType::Q8_0: return 7;
-    case DType::Q5_0: return 8;
-    case DType::Q5_1: return 9;
-    case DType::Q2_K: return 10;
-    case DType::Q3_K: return 11;
-    case DType::Q4_K: return 14;
-    case DType::Q5_K: return 16;
-    case DType::Q6_K: return 18;
-    case DType::BF16: return 32;
-    default: return 0;
-  }
-}
-
 }  // namespace
 
 Status write_random_model(const RandomModelSpec& spec, const std::string& path) {
@@ -105,9 +85,11 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   const std::string p = s.arch + ".";
   w.set_string("general.architecture", s.arch);
   w.set_string("general.name", fmt::format("pagoda-random-{}-{}", s.arch, type_name));
+  // llama.cpp's file-type code for a file whose matrices are all of one format, so tools
+  // label generated models by format ("Q4_0", "Q4_K - Small") rather than "all F32".
   // llama.cpp has no file type for W8A8; the pagoda key says what the file is instead.
   if (w8a8) w.set_string(std::string(kW8A8FormatKey), std::string(kW8A8FormatName));
-  else w.set_u32("general.file_type", file_type(s.type));
+  else w.set_u32("general.file_type", static_cast<uint32_t>(std::max(0, dtype_info(s.type).file_type)));
   w.set_u32(p + "context_length", s.ctx);
   w.set_u32(p + "embedding_length", s.dim);
   w.set_u32(p + "block_count", s.layers);

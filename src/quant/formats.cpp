@@ -1,5 +1,5 @@
-// Dispatch from a DType to its row functions. One table row per format keeps "what can
-// this type do" in a single place; a null entry means the operation is not supported.
+// Dispatch from a DType to its row functions: the rows of tensor/formats.inc that have
+// arithmetic. A type without a row here has no operations.
 #include "quant/formats.h"
 
 #include <cassert>
@@ -22,20 +22,9 @@ struct FormatOps {
 };
 
 constexpr FormatOps kOps[] = {
-    {DType::F32, DType::F32, quant::dequantize_row_f32, quant::quantize_row_f32, quant::vec_dot_f32},
-    {DType::F16, DType::F16, quant::dequantize_row_f16, quant::quantize_row_f16, quant::vec_dot_f16},
-    {DType::BF16, DType::BF16, quant::dequantize_row_bf16, quant::quantize_row_bf16, quant::vec_dot_bf16},
-    {DType::Q4_0, DType::Q8_0, quant::dequantize_row_q4_0, quant::quantize_row_q4_0, quant::vec_dot_q4_0_q8_0},
-    {DType::Q4_1, DType::Q8_0, quant::dequantize_row_q4_1, quant::quantize_row_q4_1, quant::vec_dot_q4_1_q8_0},
-    {DType::Q5_0, DType::Q8_0, quant::dequantize_row_q5_0, quant::quantize_row_q5_0, quant::vec_dot_q5_0_q8_0},
-    {DType::Q5_1, DType::Q8_0, quant::dequantize_row_q5_1, quant::quantize_row_q5_1, quant::vec_dot_q5_1_q8_0},
-    {DType::Q8_0, DType::Q8_0, quant::dequantize_row_q8_0, quant::quantize_row_q8_0, quant::vec_dot_q8_0_q8_0},
-    {DType::Q2_K, DType::Q8_K, quant::dequantize_row_q2_K, quant::quantize_row_q2_K, quant::vec_dot_q2_K_q8_K},
-    {DType::Q3_K, DType::Q8_K, quant::dequantize_row_q3_K, quant::quantize_row_q3_K, quant::vec_dot_q3_K_q8_K},
-    {DType::Q4_K, DType::Q8_K, quant::dequantize_row_q4_K, quant::quantize_row_q4_K, quant::vec_dot_q4_K_q8_K},
-    {DType::Q5_K, DType::Q8_K, quant::dequantize_row_q5_K, quant::quantize_row_q5_K, quant::vec_dot_q5_K_q8_K},
-    {DType::Q6_K, DType::Q8_K, quant::dequantize_row_q6_K, quant::quantize_row_q6_K, quant::vec_dot_q6_K_q8_K},
-    {DType::Q8_K, DType::Q8_K, quant::dequantize_row_q8_K, quant::quantize_row_q8_K, quant::vec_dot_q8_K_q8_K},
+#define PAGODA_FORMAT(NAME, ID, BLOCK, BYTES, FILE_TYPE, DOT_TYPE, DEQUANTIZE, QUANTIZE, DOT) \
+  {DType::NAME, DType::DOT_TYPE, quant::DEQUANTIZE, quant::QUANTIZE, quant::DOT},
+#include "tensor/formats.inc"
 };
 
 const FormatOps* find(DType t) {

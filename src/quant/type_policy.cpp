@@ -16,14 +16,15 @@ struct TargetInfo {
   uint32_t llama_ftype;
 };
 
-// Everything quantize_row can write and the model loader can run, with llama.cpp's
-// "mostly T" file type (the _S variant for the K-quants; --pure writes those ids).
-constexpr std::array kTargets = {
-    TargetInfo{DType::F32, 0},   TargetInfo{DType::F16, 1},   TargetInfo{DType::BF16, 32},
-    TargetInfo{DType::Q8_0, 7},  TargetInfo{DType::Q6_K, 18}, TargetInfo{DType::Q5_K, 16},
-    TargetInfo{DType::Q5_1, 9},  TargetInfo{DType::Q5_0, 8},  TargetInfo{DType::Q4_K, 14},
-    TargetInfo{DType::Q4_1, 3},  TargetInfo{DType::Q4_0, 2},  TargetInfo{DType::Q3_K, 11},
-    TargetInfo{DType::Q2_K, 10},
+// The "mostly T" file type of tensor/formats.inc (the _S variant for the K-quants;
+// --pure writes those ids).
+TargetInfo target(DType t) { return {t, static_cast<uint32_t>(dtype_info(t).file_type)}; }
+
+// Everything quantize_row can write and the model loader can run, best first.
+const std::array kTargets = {
+    target(DType::F32),  target(DType::F16),  target(DType::BF16), target(DType::Q8_0), target(DType::Q6_K),
+    target(DType::Q5_K), target(DType::Q5_1), target(DType::Q5_0), target(DType::Q4_K), target(DType::Q4_1),
+    target(DType::Q4_0), target(DType::Q3_K), target(DType::Q2_K),
     // W8A8 (src/quant/w8a8.h), Pagoda's own: llama.cpp has no file type for it, so files
     // say MOSTLY_Q8_0, the nearest, and pagoda.weight_format names the format.
     TargetInfo{DType::I8, 7},

@@ -11,27 +11,11 @@
 
 namespace pagoda {
 
+// Every type of tensor/formats.inc, numbered by its GGUF id.
 enum class DType : uint32_t {
-  F32 = 0,
-  F16 = 1,
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q8_1 = 9,
-  Q2_K = 10,
-  Q3_K = 11,
-  Q4_K = 12,
-  Q5_K = 13,
-  Q6_K = 14,
-  Q8_K = 15,
-  I8 = 24,
-  I16 = 25,
-  I32 = 26,
-  I64 = 27,
-  F64 = 28,
-  BF16 = 30,
+#define PAGODA_FORMAT(NAME, ID, ...) NAME = ID,
+#define PAGODA_STORAGE_TYPE(NAME, ID, ...) NAME = ID,
+#include "tensor/formats.inc"
 };
 
 struct DTypeInfo {
@@ -40,6 +24,7 @@ struct DTypeInfo {
   int64_t block_size;  // values per block (1 for plain element types)
   int64_t type_size;   // bytes per block
   bool quantized;
+  int32_t file_type;   // llama.cpp's general.file_type of a file mostly of this type; -1: none
 };
 
 // Info for a known type id, or nullopt for an id Pagoda does not know (callers turn that

@@ -25,14 +25,14 @@
 namespace pagoda {
 namespace {
 
-std::vector<W8A8Isa> simd_isas() {
-  std::vector<W8A8Isa> out;
-  for (W8A8Isa isa : runnable_w8a8_isas())
-    if (isa != W8A8Isa::kScalar) out.push_back(isa);
+std::vector<SimdTarget> simd_isas() {
+  std::vector<SimdTarget> out;
+  for (SimdTarget isa : runnable_simd_targets())
+    if (isa != SimdTarget::kScalar) out.push_back(isa);
   return out;
 }
 
-class W8A8SimdTest : public ::testing::TestWithParam<W8A8Isa> {};
+class W8A8SimdTest : public ::testing::TestWithParam<SimdTarget> {};
 
 uint32_t bits(float f) {
   uint32_t u;
@@ -73,7 +73,7 @@ TEST(W8A8Stage, BlocksInterleaveTokensByDwordAndPadWithZeros) {
   ASSERT_EQ(w8a8_staged_dwords(n), 8);
   std::vector<float> x(tokens * n);
   for (int64_t i = 0; i < tokens * n; ++i) x[i] = static_cast<float>(i % n + 1) * (i < n ? 1.0f : -1.0f);
-  const Acts a = quantize(w8a8_kernels(W8A8Isa::kScalar), x, tokens, n);
+  const Acts a = quantize(w8a8_kernels(SimdTarget::kScalar), x, tokens, n);
   ASSERT_EQ(a.staged.size(), 8u * 8u);
   for (int64_t j = 0; j < 8; ++j)
     for (int64_t i = 0; i < 8; ++i) {
@@ -108,7 +108,7 @@ std::vector<float> row_scales(int64_t rows, std::mt19937& rng) {
 
 TEST_P(W8A8SimdTest, QuantizeXMatchesScalarBitForBit) {
   const W8A8Kernels simd = w8a8_kernels(GetParam());
-  const W8A8Kernels ref = w8a8_kernels(W8A8Isa::kScalar);
+  const W8A8Kernels ref = w8a8_kernels(SimdTarget::kScalar);
   std::mt19937 rng(11);
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -155,7 +155,7 @@ TEST_P(W8A8SimdTest, QuantizeXMatchesScalarBitForBit) {
 
 TEST_P(W8A8SimdTest, GemvMatchesScalarBitForBit) {
   const W8A8Kernels simd = w8a8_kernels(GetParam());
-  const W8A8Kernels ref = w8a8_kernels(W8A8Isa::kScalar);
+  const W8A8Kernels ref = w8a8_kernels(SimdTarget::kScalar);
   std::mt19937 rng(3);
   for (int64_t n : {32, 64, 96, 160, 2048 + 96, 7, 100, 1000}) {
     for (int64_t rows : {1, 3, 4, 5, 9, 33}) {
@@ -172,7 +172,7 @@ TEST_P(W8A8SimdTest, GemvMatchesScalarBitForBit) {
 
 TEST_P(W8A8SimdTest, TileMatchesScalarInsideAWiderOutput) {
   const W8A8Kernels simd = w8a8_kernels(GetParam());
-  const W8A8Kernels ref = w8a8_kernels(W8A8Isa::kScalar);
+  const W8A8Kernels ref = w8a8_kernels(SimdTarget::kScalar);
   std::mt19937 rng(5);
   const float kSentinel = -12345.0f;
   for (int64_t n : {32, 96, 160, 1056, 7, 100}) {
@@ -199,7 +199,7 @@ TEST_P(W8A8SimdTest, TileMatchesScalarInsideAWiderOutput) {
 // reach +-2.13e9, just inside int32 (the VNNI body's offset terms wrap on the way).
 TEST_P(W8A8SimdTest, ExtremeProductsOverTheLongestRow) {
   const W8A8Kernels simd = w8a8_kernels(GetParam());
-  const W8A8Kernels ref = w8a8_kernels(W8A8Isa::kScalar);
+  const W8A8Kernels ref = w8a8_kernels(SimdTarget::kScalar);
   const int64_t n = kW8A8MaxCols, rows = 3, tokens = 3;
   std::vector<int8_t> w(rows * n);
   for (int64_t i = 0; i < n; ++i) {
@@ -235,7 +235,7 @@ TEST_P(W8A8SimdTest, ExtremeProductsOverTheLongestRow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, W8A8SimdTest, ::testing::ValuesIn(simd_isas()),
-                         [](const auto& info) { return std::string(w8a8_isa_name(info.param)); });
+                         [](const auto& info) { return std::string(simd_target_name(info.param)); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(W8A8SimdTest);
 
 // matmul() on a W8A8 view (the path the model takes) equals the scalar reference bit for
@@ -256,7 +256,7 @@ TEST(W8A8Matmul, MatchesScalarReferenceAndDequantizes) {
     w.row_stride = cols;
     w.data = reinterpret_cast<const uint8_t*>(wq.data());
     w.row_scales = scales.data();
-    const W8A8Kernels ref = w8a8_kernels(W8A8Isa::kScalar);
+    const W8A8Kernels ref = w8a8_kernels(SimdTarget::kScalar);
     for (int threads : {1, 3})
       for (int64_t tokens : {1, 5, 70}) {
         ThreadPool pool(threads);
