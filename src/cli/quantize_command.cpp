@@ -24,6 +24,7 @@
 #include "quantize/progress.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quantize_matrix.h"
+#include "quant/type_policy.h"
 #include "quant/w8a8.h"
 
 namespace pagoda {
@@ -168,8 +169,8 @@ Subcommand add_quantize_command(CLI::App& app) {
   sub->add_option("input", args->input, "Source GGUF file (F32, F16 or BF16 weights)")->required();
   sub->add_option("output", args->output, "GGUF file to write (replaced atomically when done)")->required();
   sub->add_option("--type", args->type,
-                  "Format of the weight matrices: Q8_0, Q6_K, Q5_K, Q4_K, Q4_0, Q3_K, Q2_K (also Q5_1, Q5_0, Q4_1, "
-                  "F16, BF16, F32, and W8A8: Pagoda's int8 x int8 format, which llama.cpp cannot load)")
+                  "Format of the weight matrices: " + quantize_type_names() +
+                      " (W8A8: Pagoda's int8 x int8 format, which llama.cpp cannot load)")
       ->required();
   sub->add_option("--keep", args->keep,
                   "TYPE=REGEX: weight matrices whose name REGEX matches (anywhere: anchor with ^ and $) get TYPE "

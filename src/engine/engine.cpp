@@ -210,7 +210,6 @@ Result<std::vector<StepOutput>> Engine::step() {
   PAGODA_TRY(model_.forward(batch_, *storage_, logits_.data()));
   scheduler_->commit(work);
   ++counters_.steps;
-  const bool static_mode = config_.scheduler.mode == ScheduleMode::kStatic;
   // Who samples from which row: a request with n > 1 forks its samples on the first one,
   // all drawing from the prompt's row.
   draws_.clear();
@@ -240,32 +239,13 @@ Result<std::vector<StepOutput>> Engine::step() {
     RequestRecord& r = requests_.at(t->request);
     StepOutput out;
     record_sample(d, out);
-    if (t->padding) {
-      // A finished member of a static batch: computed, never reported.
-      if (t->len() >= max_model_len_) finish_sequence(t);
-      continue;
-    }
-    if (out.finish != FinishReason::kNone) {
-      if (static_mode) {
-        // A fixed-shape batch keeps every row until its last one finishes.
-        t->padding = true;
-        if (--r.live == 0) done.push_back(t->request);
-        if (t->len() >= max_model_len_) finish_sequence(t);
-      } else {
-        finish_sequence(t);
-        if (--r.live == 0) done.push_back(t->request);
-      }
-    }
+    const bool finished = out.finish != FinishReason::kNone;
+    // The scheduling mode decides what a finished sequence holds on to (scheduler.h).
+    if (!scheduler_->settle(t, finished)) continue;
+    if (finished && --r.live == 0) done.push_back(t->request);
     outputs.push_back(std::move(out));
   }
-  if (static_mode) {
-    bool all_padding = true;
-    for (const Sequence* s : scheduler_->running()) all_padding = all_padding && s->padding;
-    if (all_padding) {
-      const std::vector<Sequence*> batch = scheduler_->running();
-      for (Sequence* s : batch) finish_sequence(s);
-    }
-  }
+  scheduler_->end_step();
   for (RequestId id : done) lingering_.push_back(id);
   // A request's record goes once none of its sequences is still computing.
   std::erase_if(lingering_, [&](RequestId id) {
@@ -277,10 +257,6 @@ Result<std::vector<StepOutput>> Engine::step() {
     return true;
   });
   return outputs;
-}
-
-void Engine::finish_sequence(Sequence* s) {
-  if (s->status != SeqStatus::kFinished) scheduler_->finish(s);
 }
 
 EngineStats Engine::stats() const {

@@ -108,7 +108,6 @@ class Engine {
   // Whether the sequence reached its max_tokens or the model length with its last token.
   bool at_length(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
-  void finish_sequence(Sequence* s);
 
   Model& model_;
   const Tokenizer* tokenizer_;

@@ -57,6 +57,30 @@ void Scheduler::remove(Sequence* s) {
 
 void Scheduler::finish(Sequence* s) { remove(s); }
 
+bool Scheduler::settle(Sequence* s, bool finished) {
+  const bool at_context = config_.max_model_len > 0 && s->len() >= config_.max_model_len;
+  if (s->padding) {
+    if (at_context && s->status != SeqStatus::kFinished) finish(s);
+    return false;
+  }
+  if (!finished) return true;
+  if (config_.mode == ScheduleMode::kStatic) {
+    s->padding = true;
+    if (at_context) finish(s);
+  } else {
+    finish(s);
+  }
+  return true;
+}
+
+void Scheduler::end_step() {
+  if (config_.mode != ScheduleMode::kStatic) return;
+  for (const Sequence* s : running_)
+    if (!s->padding) return;
+  const std::vector<Sequence*> batch = running_;
+  for (Sequence* s : batch) finish(s);
+}
+
 void Scheduler::preempt(Sequence* s) {
   std::erase(running_, s);
   release(s);

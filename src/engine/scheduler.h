@@ -82,6 +82,13 @@ class Scheduler {
   const std::vector<ScheduledSeq>& schedule();
   // After the step ran: counts the computed tokens and hashes newly full blocks.
   void commit(const std::vector<ScheduledSeq>& work);
+  // After s sampled a token, `finished` saying whether that ended it: whether the token
+  // is reported. A finished sequence leaves as the mode says: at once (continuous), or as
+  // padding, still computed with its batch and never reported again, until every row of
+  // the batch is done or it reaches the context (static).
+  bool settle(Sequence* s, bool finished);
+  // After every sample of a step settled: a static batch whose rows are all padding ends.
+  void end_step();
 
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }

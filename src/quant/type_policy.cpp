@@ -11,24 +11,14 @@
 namespace pagoda {
 namespace {
 
-struct TargetInfo {
-  DType type;
-  uint32_t llama_ftype;
-};
-
-// The "mostly T" file type of tensor/formats.inc (the _S variant for the K-quants;
-// --pure writes those ids).
-TargetInfo target(DType t) { return {t, static_cast<uint32_t>(dtype_info(t).file_type)}; }
-
-// Everything quantize_row can write and the model loader can run, best first.
-const std::array kTargets = {
-    target(DType::F32),  target(DType::F16),  target(DType::BF16), target(DType::Q8_0), target(DType::Q6_K),
-    target(DType::Q5_K), target(DType::Q5_1), target(DType::Q5_0), target(DType::Q4_K), target(DType::Q4_1),
-    target(DType::Q4_0), target(DType::Q3_K), target(DType::Q2_K),
-    // W8A8 (src/quant/w8a8.h), Pagoda's own: llama.cpp has no file type for it, so files
-    // say MOSTLY_Q8_0, the nearest, and pagoda.weight_format names the format.
-    TargetInfo{DType::I8, 7},
-};
+// Everything quantize_row can write and the model loader can run, best first. W8A8
+// (src/quant/w8a8.h) is Pagoda's own, target DType::I8.
+constexpr std::array kTargets = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q6_K,
+                                 DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K, DType::Q4_1,
+                                 DType::Q4_0, DType::Q3_K, DType::Q2_K, DType::I8};
+// llama.cpp has no file type for W8A8, so its files say MOSTLY_Q8_0, the nearest, and
+// pagoda.weight_format names the format.
+constexpr uint32_t kW8A8FileType = 7;
 
 // Substrings of names llama.cpp never quantizes, whatever their shape.
 constexpr std::string_view kNeverQuantized[] = {
@@ -58,7 +48,7 @@ std::string upper(std::string_view s) {
 
 std::string target_names() {
   std::string out;
-  for (const auto& t : kTargets) out += (out.empty() ? "" : ", ") + std::string(quantize_type_name(t.type));
+  for (DType t : kTargets) out += (out.empty() ? "" : ", ") + std::string(quantize_type_name(t));
   return out;
 }
 
@@ -67,7 +57,7 @@ bool contains(std::string_view s, std::string_view part) { return s.find(part) !
 }  // namespace
 
 bool is_quantize_target(DType t) {
-  return std::any_of(kTargets.begin(), kTargets.end(), [t](const TargetInfo& i) { return i.type == t; });
+  return std::find(kTargets.begin(), kTargets.end(), t) != kTargets.end();
 }
 
 std::string_view quantize_type_name(DType t) { return t == DType::I8 ? kW8A8FormatName : dtype_name(t); }
@@ -106,10 +96,13 @@ Result<KeepRule> parse_keep_rule(std::string_view spec) {
 }
 
 uint32_t llama_file_type(DType target) {
-  for (const auto& t : kTargets)
-    if (t.type == target) return t.llama_ftype;
-  return 0;
+  if (target == DType::I8) return kW8A8FileType;
+  // The "mostly T" file type of tensor/formats.inc (the _S variant for the K-quants).
+  if (!is_quantize_target(target)) return 0;
+  return static_cast<uint32_t>(std::max(0, dtype_info(target).file_type));
 }
+
+std::string quantize_type_names() { return target_names(); }
 
 bool tensor_allows_quantization(std::string_view name, std::span<const int64_t> shape) {
   // ggml counts dimensions up to the last one larger than 1: a [4096, 1] tensor is 1-D.

@@ -25,6 +25,8 @@ bool is_quantize_target(DType t);
 // W8A8 (int8 weights with row scales, src/quant/w8a8.h) is written as I8 tensors plus
 // scale tensors; it is target DType::I8 here and named "W8A8" to users.
 std::string_view quantize_type_name(DType t);
+// Every accepted name, best first ("F32, F16, ..., W8A8").
+std::string quantize_type_names();
 // Case-insensitive ("q4_k" is Q4_K, "w8a8" is W8A8). The error lists what is accepted.
 Result<DType> parse_quantize_type(std::string_view name);
 

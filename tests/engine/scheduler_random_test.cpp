@@ -191,11 +191,9 @@ class RandomRun {
   }
 
   // What Engine::step does after the forward pass: fork n > 1 requests after their
-  // prompt, append a token to every sequence whose tokens all ran, finish the ones done
-  // (static mode keeps them as padding until their whole batch is).
+  // prompt, append a token to every sequence whose tokens all ran, and let the scheduler
+  // settle the ones done (static mode keeps them as padding until their whole batch is).
   void sample(const std::vector<ScheduledSeq>& work) {
-    const bool is_static = config_.mode == ScheduleMode::kStatic;
-    std::vector<Sequence*> done;
     for (const ScheduledSeq& w : work) {
       Sequence* s = w.seq;
       if (s->num_computed != s->len()) continue;
@@ -206,22 +204,10 @@ class RandomRun {
       }
       for (Sequence* d : drawn) {
         d->tokens.push_back(draw(0, 3));
-        const bool over = d->len() >= target_[d] || d->len() >= max_len_;
-        if (padding_[d] || (is_static && over)) {
-          padding_[d] = true;
-          if (d->len() >= max_len_) done.push_back(d);
-        } else if (over) {
-          done.push_back(d);
-        }
+        sched_->settle(d, d->len() >= target_[d] || d->len() >= max_len_);
       }
     }
-    for (Sequence* d : done)
-      if (d->status != SeqStatus::kFinished) sched_->finish(d);
-    if (is_static && std::all_of(sched_->running().begin(), sched_->running().end(),
-                                 [&](Sequence* s) { return padding_[s]; })) {
-      const std::vector<Sequence*> batch = sched_->running();
-      for (Sequence* s : batch) sched_->finish(s);
-    }
+    sched_->end_step();
   }
 
   Sequence* fork(const Sequence& parent) {
@@ -247,7 +233,6 @@ class RandomRun {
   std::vector<std::unique_ptr<Sequence>> seqs_;
   std::vector<std::unique_ptr<RequestParams>> params_;
   std::map<const Sequence*, int32_t> target_, forks_;
-  std::map<const Sequence*, bool> padding_;
 };
 
 TEST(SchedulerRandom, EveryKeyReadIsTheOneWrittenForItsPosition) {

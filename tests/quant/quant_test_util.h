@@ -16,10 +16,14 @@
 
 namespace pagoda::testing {
 
+// Every type of tensor/formats.inc with arithmetic, so a new format is tested by its row.
 inline const std::vector<DType>& dequantizable_types() {
-  static const std::vector<DType> v = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                                       DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                                       DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+  static const std::vector<DType> v = [] {
+    std::vector<DType> out;
+    for (uint32_t id = 0; id < 64; ++id)
+      if (auto info = dtype_info(id); info && can_dequantize(info->type)) out.push_back(info->type);
+    return out;
+  }();
   return v;
 }
 
