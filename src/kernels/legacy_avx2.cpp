@@ -456,25 +456,7 @@ void fill(DotKernels& k) {
 }  // namespace
 
 void register_legacy_avx2(DType t, DotKernels& k) {
-  switch (t) {
-    case DType::Q4_0:
-      fill<BlockQ4_0>(k);
-      break;
-    case DType::Q4_1:
-      fill<BlockQ4_1>(k);
-      break;
-    case DType::Q5_0:
-      fill<BlockQ5_0>(k);
-      break;
-    case DType::Q5_1:
-      fill<BlockQ5_1>(k);
-      break;
-    case DType::Q8_0:
-      fill<BlockQ8_0>(k);
-      break;
-    default:
-      break;
-  }
+  legacy::with_block(t, [&]<typename B>() { fill<B>(k); });
 }
 
 }  // namespace pagoda::simd

@@ -1,6 +1,7 @@
 // Internal: where the fields of the 32-value weight formats sit, for the SIMD bodies in
-// legacy_avx2.cpp / legacy_avx512.cpp. Pure constants (no code, so nothing here is
-// compiled once per target and nothing can leak across targets at link time).
+// legacy_avx2.cpp / legacy_avx512.cpp. Constants, and one template (with_block) that the
+// bodies instantiate with lambdas of their own file, so each instantiation has internal
+// linkage and nothing compiled for one target can leak into another at link time.
 //
 // Every body computes a block's integer dot the same way: weights as unsigned bytes u in
 // value order, u = q + kOffset (Q8_0: q ^ 0x80 = q + 128), so that
@@ -12,8 +13,23 @@
 #include <cstddef>
 
 #include "quant/blocks.h"
+#include "tensor/dtype.h"
 
 namespace pagoda::simd::legacy {
+
+// Calls f.template operator()<Block>() with the block struct of a 32-value format t;
+// false (calling nothing) for any other type.
+template <class F>
+bool with_block(DType t, F&& f) {
+  switch (t) {
+    case DType::Q4_0: f.template operator()<BlockQ4_0>(); return true;
+    case DType::Q4_1: f.template operator()<BlockQ4_1>(); return true;
+    case DType::Q5_0: f.template operator()<BlockQ5_0>(); return true;
+    case DType::Q5_1: f.template operator()<BlockQ5_1>(); return true;
+    case DType::Q8_0: f.template operator()<BlockQ8_0>(); return true;
+    default: return false;
+  }
+}
 
 template <typename B>
 struct Layout;
