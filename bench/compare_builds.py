@@ -51,13 +51,18 @@ def main() -> int:
                 for test, v in tps.items():
                     results[r.name][which].setdefault(test, []).append(v)
                 cl.log(f"round {rnd + 1} {r.name} {which}: " + ", ".join(f"{k} {v:.1f}" for k, v in tps.items()))
-    print(f"| row | test | old t/s | new t/s | new/old | rounds |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    # Paired ratios: each round's new run over the same round's old run, adjacent in time,
+    # so slow drift of the shared machine cancels; their median is the headline, the
+    # range says how noisy the machine was.
+    print("| row | test | old t/s | new t/s | new/old of medians | median paired new/old | paired range | rounds |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |")
     for r in rows:
         for test in results[r.name]["old"]:
-            old = statistics.median(results[r.name]["old"][test])
-            new = statistics.median(results[r.name]["new"].get(test, [float("nan")]))
-            print(f"| {r.name} | {test} | {old:.1f} | {new:.1f} | {new / old:.3f} | {a.rounds} |")
+            olds, news = results[r.name]["old"][test], results[r.name]["new"].get(test, [])
+            old, new = statistics.median(olds), statistics.median(news)
+            paired = [n / o for o, n in zip(olds, news)]
+            print(f"| {r.name} | {test} | {old:.1f} | {new:.1f} | {new / old:.3f} | {statistics.median(paired):.3f} | "
+                  f"{min(paired):.2f}-{max(paired):.2f} | {a.rounds} |")
     if loads:
         print(f"\nother load during the run: median {statistics.median(loads):.2f} cores, max {max(loads):.2f}")
     if a.json_out:

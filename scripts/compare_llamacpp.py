@@ -88,6 +88,7 @@ GENERATED_ARCHS = [
     ("llama", []),
     ("qwen2", []),
     ("gemma3", ["--layers", "6", "--sliding-window", "16"]),
+    ("qwen3", []),
 ]
 GENERATED_TYPES = ["F32", "Q8_0"]
 GENERATED_SEED = 7

@@ -180,45 +180,47 @@ void attn::run(Body body, const float* q, int64_t n_tokens, int32_t pos0, const 
   run_paged(body, q, std::span<const AttnSeq>(&s, 1), kv, p, out, pool);
 }
 
-void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, const PagedKv& kv,
-                     const AttentionParams& p, float* out, ThreadPool& pool) {
-  assert(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0);
-  if (seqs.empty()) return;
-  const int32_t hd = p.head_dim;
-  const int64_t q_stride = static_cast<int64_t>(p.n_heads) * hd;
-  const int32_t group = p.n_heads / p.n_kv_heads;
-  // Units are (sequence, KV head, block of consecutive tokens, slice of the group's query
-  // heads). A unit's query rows share every K/V row it loads: a SIMD body puts the rows of
-  // a block (about 16: tokens x heads of the group) in vector lanes. Decode has one token
-  // per sequence; there the group is sliced only as far as needed for the threads to get
-  // equal shares (few sequences and KV heads): the fewest slices that make the unit count
-  // a multiple of the thread count, or at least 4 units a thread.
-  struct SeqPlan {
-    int32_t block;
-    int64_t n_blocks;
-    int32_t parts;       // split-KV parts of a decode over a long context
-    int32_t part_keys;   // keys per part
-    bool tiled;
-    int64_t first_unit;
-    int64_t first_partial;  // index of its first partial row state (split only)
-  };
+namespace attn {
+namespace {
+
+// Units are (sequence, KV head, block of consecutive tokens, slice of the group's query
+// heads). A unit's query rows share every K/V row it loads: a SIMD body puts the rows of
+// a block (about 16: tokens x heads of the group) in vector lanes. Decode has one token
+// per sequence; there the group is sliced only as far as needed for the threads to get
+// equal shares (few sequences and KV heads): the fewest slices that make the unit count
+// a multiple of the thread count, or at least 4 units a thread.
+struct SeqPlan {
+  int32_t block;
+  int64_t n_blocks;
+  int32_t parts;       // split-KV parts of a decode over a long context
+  int32_t part_keys;   // keys per part
+  bool tiled;
+  int64_t first_unit;
+  int64_t first_partial;  // index of its first partial row state (split only)
+};
+
+struct PagedPlan {
+  std::vector<SeqPlan>* seqs;
+  int32_t group, slices, per_slice;
+  int64_t units = 0, partial_rows = 0;
+  size_t scratch = 0;  // floats of per-thread scratch
+};
+
+PagedPlan plan_paged(attn::Body body, std::span<const AttnSeq> seqs, const AttentionParams& p, int64_t threads) {
   thread_local std::vector<SeqPlan> plan;
   plan.resize(seqs.size());
+  PagedPlan pp{&plan, p.n_heads / p.n_kv_heads, 1, 1};
   int64_t base_units = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const int32_t n = seqs[i].n_tokens;
-    plan[i].block = body == attend_scalar || n == 1 ? 1 : std::max(1, 32 / group);
+    plan[i].block = body == attn::attend_scalar || n == 1 ? 1 : std::max(1, 32 / pp.group);
     plan[i].n_blocks = (n + plan[i].block - 1) / plan[i].block;
     base_units += plan[i].n_blocks * p.n_kv_heads;
   }
-  const int64_t threads = pool.num_threads();
   int32_t slices = 1;
-  while (slices < group && (base_units * slices) % threads != 0 && base_units * slices < 4 * threads) ++slices;
-  const int32_t per_slice = (group + slices - 1) / slices;
-  slices = (group + per_slice - 1) / per_slice;
-  size_t scratch = 0;
-  int64_t units = 0;
-  int64_t partial_rows = 0;
+  while (slices < pp.group && (base_units * slices) % threads != 0 && base_units * slices < 4 * threads) ++slices;
+  pp.per_slice = (pp.group + slices - 1) / slices;
+  pp.slices = slices = (pp.group + pp.per_slice - 1) / pp.per_slice;
   for (size_t i = 0; i < seqs.size(); ++i) {
     SeqPlan& sp = plan[i];
     const int32_t total = seqs[i].pos0 + seqs[i].n_tokens;
@@ -234,24 +236,75 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       if (sp.parts < 1) sp.parts = 1;
       sp.part_keys = (max_len + sp.parts - 1) / sp.parts;
     }
-    sp.first_unit = units;
-    sp.first_partial = partial_rows;
-    units += sp.n_blocks * p.n_kv_heads * slices * sp.parts;
-    if (sp.parts > 1) partial_rows += static_cast<int64_t>(p.n_kv_heads) * slices * per_slice * sp.parts;
-    scratch = std::max(scratch, sp.tiled ? tiled_scratch_floats(block * per_slice, hd)
-                                         : scratch_floats(block * per_slice, hd, max_len));
+    sp.first_unit = pp.units;
+    sp.first_partial = pp.partial_rows;
+    pp.units += sp.n_blocks * p.n_kv_heads * slices * sp.parts;
+    if (sp.parts > 1) pp.partial_rows += static_cast<int64_t>(p.n_kv_heads) * slices * pp.per_slice * sp.parts;
+    pp.scratch = std::max(pp.scratch, sp.tiled ? tiled_scratch_floats(block * pp.per_slice, p.head_dim)
+                                               : scratch_floats(block * pp.per_slice, p.head_dim, max_len));
   }
+  return pp;
+}
+
+// Merges the parts of each split decode: out = sum_p acc_p e^(m_p - M) / sum_p l_p e^(m_p - M).
+void merge_partials(std::span<const AttnSeq> seqs, const PagedPlan& pp, const PartialRow* part_base,
+                    const AttentionParams& p, float* out) {
+  const int32_t hd = p.head_dim;
+  const int64_t q_stride = static_cast<int64_t>(p.n_heads) * hd;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqPlan& sp = (*pp.seqs)[i];
+    if (sp.parts <= 1) continue;
+    float* o_tok = out + seqs[i].q_offset * q_stride;
+    for (int32_t kvh = 0; kvh < p.n_kv_heads; ++kvh)
+      for (int32_t slice = 0; slice < pp.slices; ++slice) {
+        const int32_t h0 = slice * pp.per_slice;
+        const int32_t nh = std::min(pp.per_slice, pp.group - h0);
+        const PartialRow* pr = part_base + sp.first_partial +
+                               (static_cast<int64_t>(kvh) * pp.slices + slice) * sp.parts * pp.per_slice;
+        for (int32_t h = 0; h < nh; ++h) {
+          float M = -INFINITY;
+          for (int32_t pt = 0; pt < sp.parts; ++pt) M = std::max(M, pr[pt * pp.per_slice + h].m);
+          float* o = o_tok + (static_cast<int64_t>(kvh) * pp.group + h0 + h) * hd;
+          std::fill(o, o + hd, 0.0f);
+          float L = 0.0f;
+          for (int32_t pt = 0; pt < sp.parts; ++pt) {
+            const PartialRow& r = pr[pt * pp.per_slice + h];
+            if (r.l == 0.0f) continue;
+            const float w = std::exp(r.m - M);
+            L += r.l * w;
+            for (int32_t c = 0; c < hd; ++c) o[c] += r.acc[c] * w;
+          }
+          const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+          for (int32_t c = 0; c < hd; ++c) o[c] *= inv;
+        }
+      }
+  }
+}
+
+}  // namespace
+}  // namespace attn
+
+void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, const PagedKv& kv,
+                     const AttentionParams& p, float* out, ThreadPool& pool) {
+  assert(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.head_dim > 0);
+  if (seqs.empty()) return;
+  const int32_t hd = p.head_dim;
+  const int64_t q_stride = static_cast<int64_t>(p.n_heads) * hd;
+  const PagedPlan pp = plan_paged(body, seqs, p, pool.num_threads());
+  const int32_t group = pp.group, slices = pp.slices, per_slice = pp.per_slice;
+  const int64_t partial_rows = pp.partial_rows;
+  const size_t scratch = pp.scratch;
   // Partial row states of split decodes: (m, l) pairs and head_dim accumulators.
   thread_local std::vector<PartialRow> partials;
   thread_local std::vector<float> partial_acc;
   partials.resize(static_cast<size_t>(partial_rows));
   partial_acc.resize(static_cast<size_t>(partial_rows) * hd);
   for (int64_t r = 0; r < partial_rows; ++r) partials[r].acc = partial_acc.data() + r * hd;
-  const SeqPlan* plans = plan.data();
+  const SeqPlan* plans = pp.seqs->data();
   const int64_t head_bytes = kv_row_bytes(kv.type, 1, hd);
   PartialRow* part_base = partials.data();
   const int32_t mask = static_cast<int32_t>((int64_t{1} << kv.block_shift) - 1);
-  pool.parallel_for(units, 1, [&](int64_t b, int64_t e, int) {
+  pool.parallel_for(pp.units, 1, [&](int64_t b, int64_t e, int) {
     // Per-thread scratch (score rows and rounded queries), grown on demand, never shrunk.
     thread_local std::vector<float> buf;
     if (buf.size() < scratch) buf.resize(scratch);
@@ -309,36 +362,7 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       body(u);
     }
   });
-  if (partial_rows == 0) return;
-  // Merge the parts of each split decode: out = sum_p acc_p e^(m_p - M) / sum_p l_p e^(m_p - M).
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const SeqPlan& sp = plans[i];
-    if (sp.parts <= 1) continue;
-    float* o_tok = out + seqs[i].q_offset * q_stride;
-    for (int32_t kvh = 0; kvh < p.n_kv_heads; ++kvh)
-      for (int32_t slice = 0; slice < slices; ++slice) {
-        const int32_t h0 = slice * per_slice;
-        const int32_t nh = std::min(per_slice, group - h0);
-        const PartialRow* pr =
-            part_base + sp.first_partial + (static_cast<int64_t>(kvh) * slices + slice) * sp.parts * per_slice;
-        for (int32_t h = 0; h < nh; ++h) {
-          float M = -INFINITY;
-          for (int32_t pt = 0; pt < sp.parts; ++pt) M = std::max(M, pr[pt * per_slice + h].m);
-          float* o = o_tok + (static_cast<int64_t>(kvh) * group + h0 + h) * hd;
-          std::fill(o, o + hd, 0.0f);
-          float L = 0.0f;
-          for (int32_t pt = 0; pt < sp.parts; ++pt) {
-            const PartialRow& r = pr[pt * per_slice + h];
-            if (r.l == 0.0f) continue;
-            const float w = std::exp(r.m - M);
-            L += r.l * w;
-            for (int32_t c = 0; c < hd; ++c) o[c] += r.acc[c] * w;
-          }
-          const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-          for (int32_t c = 0; c < hd; ++c) o[c] *= inv;
-        }
-      }
-  }
+  if (partial_rows > 0) merge_partials(seqs, pp, part_base, p, out);
 }
 
 }  // namespace pagoda

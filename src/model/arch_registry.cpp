@@ -11,9 +11,10 @@ namespace pagoda {
 extern const ArchSpec kArchLlama;
 extern const ArchSpec kArchQwen2;
 extern const ArchSpec kArchGemma3;
+extern const ArchSpec kArchQwen3;
 
 namespace {
-const std::array<const ArchSpec*, 3> kArchs = {&kArchLlama, &kArchQwen2, &kArchGemma3};
+const std::array<const ArchSpec*, 4> kArchs = {&kArchLlama, &kArchQwen2, &kArchGemma3, &kArchQwen3};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }

@@ -61,6 +61,45 @@ std::vector<std::string> make_vocab(int n, std::vector<int32_t>& types, std::vec
   return pieces;
 }
 
+// The hyper-parameters and the SentencePiece-style vocabulary (make_vocab) as GGUF keys.
+void write_metadata(const RandomModelSpec& s, const ArchSpec& arch, const std::string& type_name, GgufWriter& w) {
+  const bool w8a8 = s.type == DType::I8;
+  const std::string p = s.arch + ".";
+  w.set_string("general.architecture", s.arch);
+  w.set_string("general.name", fmt::format("pagoda-random-{}-{}", s.arch, type_name));
+  // llama.cpp's file-type code for a file whose matrices are all of one format, so tools
+  // label generated models by format ("Q4_0", "Q4_K - Small") rather than "all F32".
+  // llama.cpp has no file type for W8A8; the pagoda key says what the file is instead.
+  if (w8a8) w.set_string(std::string(kW8A8FormatKey), std::string(kW8A8FormatName));
+  else w.set_u32("general.file_type", static_cast<uint32_t>(std::max(0, dtype_info(s.type).file_type)));
+  w.set_u32(p + "context_length", s.ctx);
+  w.set_u32(p + "embedding_length", s.dim);
+  w.set_u32(p + "block_count", s.layers);
+  w.set_u32(p + "feed_forward_length", s.ff);
+  w.set_u32(p + "attention.head_count", s.heads);
+  w.set_u32(p + "attention.head_count_kv", s.kv_heads);
+  w.set_u32(p + "attention.key_length", s.head_dim);
+  w.set_u32(p + "attention.value_length", s.head_dim);
+  w.set_u32(p + "rope.dimension_count", s.head_dim);
+  w.set_f32(p + "attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_f32(p + "rope.freq_base", 10000.0f);
+  if (arch.write_random_metadata != nullptr) arch.write_random_metadata(s, w);
+  std::vector<int32_t> types;
+  std::vector<float> scores;
+  auto pieces = make_vocab(s.vocab, types, scores);
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string("tokenizer.ggml.pre", "default");
+  w.set_string_array("tokenizer.ggml.tokens", pieces);
+  w.set_f32_array("tokenizer.ggml.scores", scores);
+  w.set_i32_array("tokenizer.ggml.token_type", types);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  w.set_bool("tokenizer.ggml.add_space_prefix", true);
+}
+
 }  // namespace
 
 Status write_random_model(const RandomModelSpec& spec, const std::string& path) {
@@ -82,40 +121,7 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
     if (cols % bs != 0)
       return error("random model: row width {} is not a multiple of {}'s block size {}", cols, dtype_name(s.type), bs);
   GgufWriter w;
-  const std::string p = s.arch + ".";
-  w.set_string("general.architecture", s.arch);
-  w.set_string("general.name", fmt::format("pagoda-random-{}-{}", s.arch, type_name));
-  // llama.cpp's file-type code for a file whose matrices are all of one format, so tools
-  // label generated models by format ("Q4_0", "Q4_K - Small") rather than "all F32".
-  // llama.cpp has no file type for W8A8; the pagoda key says what the file is instead.
-  if (w8a8) w.set_string(std::string(kW8A8FormatKey), std::string(kW8A8FormatName));
-  else w.set_u32("general.file_type", static_cast<uint32_t>(std::max(0, dtype_info(s.type).file_type)));
-  w.set_u32(p + "context_length", s.ctx);
-  w.set_u32(p + "embedding_length", s.dim);
-  w.set_u32(p + "block_count", s.layers);
-  w.set_u32(p + "feed_forward_length", s.ff);
-  w.set_u32(p + "attention.head_count", s.heads);
-  w.set_u32(p + "attention.head_count_kv", s.kv_heads);
-  w.set_u32(p + "attention.key_length", s.head_dim);
-  w.set_u32(p + "attention.value_length", s.head_dim);
-  w.set_u32(p + "rope.dimension_count", s.head_dim);
-  w.set_f32(p + "attention.layer_norm_rms_epsilon", 1e-6f);
-  w.set_f32(p + "rope.freq_base", 10000.0f);
-  if (arch->write_random_metadata != nullptr) arch->write_random_metadata(s, w);
-  std::vector<int32_t> types;
-  std::vector<float> scores;
-  auto pieces = make_vocab(s.vocab, types, scores);
-  w.set_string("tokenizer.ggml.model", "llama");
-  w.set_string("tokenizer.ggml.pre", "default");
-  w.set_string_array("tokenizer.ggml.tokens", pieces);
-  w.set_f32_array("tokenizer.ggml.scores", scores);
-  w.set_i32_array("tokenizer.ggml.token_type", types);
-  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
-  w.set_u32("tokenizer.ggml.bos_token_id", 1);
-  w.set_u32("tokenizer.ggml.eos_token_id", 2);
-  w.set_bool("tokenizer.ggml.add_bos_token", true);
-  w.set_bool("tokenizer.ggml.add_eos_token", false);
-  w.set_bool("tokenizer.ggml.add_space_prefix", true);
+  write_metadata(s, *arch, type_name, w);
 
   uint64_t tensor_seed = s.seed * 1000003ull;
   // A matrix [rows x cols] in the chosen format, N(0, scale / sqrt(cols)).

@@ -1,9 +1,10 @@
 #include "server/playground.h"
 
 namespace pagoda {
+namespace {
 
-std::string_view playground_html() {
-  static constexpr std::string_view kPage = R"PAGE(<!doctype html>
+// The whole page (HTML, CSS and script) in one literal, served as it is.
+constexpr std::string_view kPage = R"PAGE(<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -129,7 +130,9 @@ if (q) { $("input").value = q; $("form").requestSubmit(); }
 </body>
 </html>
 )PAGE";
-  return kPage;
-}
+
+}  // namespace
+
+std::string_view playground_html() { return kPage; }
 
 }  // namespace pagoda

@@ -2,14 +2,15 @@
 
 It shares nothing with the C++ code: the GGUF file is read with the `gguf` package's
 GGUFReader and every tensor is dequantized with `gguf.quants.dequantize`, except Pagoda's
-own W8A8 matrices (an I8 tensor times the F32 row scales of "<name>.scale"). The three
-architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, gemma3.cpp
+own W8A8 matrices (an I8 tensor times the F32 row scales of "<name>.scale"). The
+architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp
 and the hparams in src/llama-model.cpp):
 
   llama   RMSNorm; RoPE of llama.cpp's "norm" mode, rotating ADJACENT pairs
           (x[2i], x[2i+1]) by pos * base^(-2i/n_rot); SwiGLU FFN silu(gate) * up;
           output.weight if present, else tied to token_embd.
   qwen2   llama + biases on attn_q / attn_k / attn_v; NEOX RoPE, rotating (x[i], x[i+n_rot/2]).
+  qwen3   llama + per-head RMSNorm of q and k (attn_q_norm / attn_k_norm) before NEOX RoPE.
   gemma3  embeddings * sqrt(n_embd); per-head RMSNorm of q and k (attn_q_norm / attn_k_norm)
           after the projection and before RoPE; NEOX RoPE; layer il is a sliding-window layer
           when il % 6 < 5 (rope base 10000, query at p sees keys j with p - j < window), the
@@ -59,7 +60,7 @@ def _field(reader: GGUFReader, key: str, default=None):
 
 def read_hparams(reader: GGUFReader) -> HParams:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen2", "gemma3"):
+    if arch not in ("llama", "qwen2", "gemma3", "qwen3"):
         raise ValueError(f"reference: architecture {arch!r} not supported")
     g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
@@ -190,12 +191,12 @@ class ReferenceModel:
         q = self.linear(x, p + "attn_q").reshape(T, hp.n_head, hp.head_dim)
         k = self.linear(x, p + "attn_k").reshape(T, hp.n_head_kv, hp.head_dim)
         v = self.linear(x, p + "attn_v").reshape(T, hp.n_head_kv, hp.head_dim)
-        if hp.arch == "gemma3":
+        if hp.arch in ("gemma3", "qwen3"):
             q = rms_norm(q, self.w[p + "attn_q_norm.weight"], hp.eps)
             k = rms_norm(k, self.w[p + "attn_k_norm.weight"], hp.eps)
         swa = self.is_swa_layer(il)
         base, scale = (10000.0, 1.0) if swa else (hp.rope_base, hp.rope_scale)
-        neox = hp.arch in ("qwen2", "gemma3")
+        neox = hp.arch in ("qwen2", "gemma3", "qwen3")
         q = rope(q, pos, hp.n_rot, base, scale, neox)
         k = rope(k, pos, hp.n_rot, base, scale, neox)
         if self.f16_attention:
