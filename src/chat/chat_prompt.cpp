@@ -11,7 +11,7 @@ Result<std::unique_ptr<ChatPrompter>> ChatPrompter::create(const std::string& so
   std::string text = source;
   if (text.empty()) {
     const ArchSpec* spec = find_arch(arch);
-    const std::string name = spec != nullptr ? spec->chat_template : "chatml";
+    const std::string name = spec != nullptr ? spec->chat_template : ArchSpec{}.chat_template;
     const char* builtin = builtin_chat_template(name);
     if (builtin == nullptr) return error("architecture '{}' names an unknown built-in chat template '{}'", arch, name);
     text = builtin;

@@ -4,7 +4,7 @@
 // Hugging Face transformers produces with apply_chat_template(..., tokenize=False):
 // jinja2's ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks on, the
 // loop-control extension, and transformers' raise_exception, strftime_now and
-// tojson (json.dumps, non-ASCII kept). The engine is this module's own (jinja_*.h)
+// tojson (json.dumps, non-ASCII kept). The engine is Pagoda's own (src/jinja/)
 // and is checked byte for byte against Python jinja2 in
 // tests/chat/test_chat_template_vs_jinja2.py.
 //

@@ -98,7 +98,7 @@ int run_chat(const ChatArgs& a) {
       reply += text;
       return g_interrupts.load() == 0;
     };
-    auto res = generate(**engine, tokenizer.get(), std::get<std::vector<int32_t>>(ids), opts, on_token, false);
+    auto res = generate(**engine, std::get<std::vector<int32_t>>(ids), opts, on_token, false);
     fmt::print("\n");
     if (!res) {
       fmt::print(stderr, "error: {}\n", res.status().message());

@@ -113,11 +113,11 @@ int run_run(const RunArgs& a, bool use_ids) {
   std::fflush(stdout);
   auto on_token = [&](int32_t id, const std::string& text) {
     if (tokenizer) fmt::print("{}", text);
-    else if (id >= 0) fmt::print("{} ", id);
+    else fmt::print("{} ", id);
     std::fflush(stdout);
     return true;
   };
-  auto res = generate(**engine, tokenizer.get(), prompt, opts, on_token, !a.logits_out.empty());
+  auto res = generate(**engine, prompt, opts, on_token, !a.logits_out.empty());
   if (!res) return fail(res.status());
   fmt::print("\n");
   const GenerateStats& s = res->stats;

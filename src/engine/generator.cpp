@@ -4,7 +4,7 @@
 
 namespace pagoda {
 
-Result<GenerateResult> generate(Engine& engine, const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
+Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& opts, const TokenCallback& on_token, bool keep_logits) {
   if (engine.has_work()) return error("generate: the engine is busy with other requests");
   RequestParams p;

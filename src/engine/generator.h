@@ -12,7 +12,6 @@
 #include "base/status.h"
 #include "engine/engine.h"
 #include "sampling/sampler.h"
-#include "tokenizer/tokenizer.h"
 
 namespace pagoda {
 
@@ -44,7 +43,7 @@ struct GenerateResult {
 // early. The engine must have no other work (its steps run here).
 using TokenCallback = std::function<bool(int32_t, const std::string&)>;
 
-Result<GenerateResult> generate(Engine& engine, const Tokenizer* tokenizer, const std::vector<int32_t>& prompt,
+Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt,
                                 const GenerateOptions& opts, const TokenCallback& on_token, bool keep_logits);
 
 }  // namespace pagoda

@@ -55,6 +55,10 @@ OutputProcessor::Update OutputProcessor::push(int32_t token, bool at_length) {
         keep = k;
         break;
       }
+  if (keep == 0) {
+    u.text.swap(held_);  // nothing held back: no copy
+    return u;
+  }
   u.text = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return u;

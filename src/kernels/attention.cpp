@@ -200,7 +200,7 @@ struct SeqPlan {
 };
 
 struct PagedPlan {
-  std::vector<SeqPlan>* seqs;
+  std::vector<SeqPlan>* seqs;  // plan_paged's thread_local vector, one per sequence
   int32_t group, slices, per_slice;
   int64_t units = 0, partial_rows = 0;
   size_t scratch = 0;  // floats of per-thread scratch

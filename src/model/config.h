@@ -43,8 +43,9 @@ struct ModelConfig {
   int32_t kv_dim() const { return n_head_kv * head_dim; }
 };
 
-// Reads the common keys and validates them, then lets the architecture's spec fill the
-// defaults that differ. Fails on an architecture that is not registered.
+// Reads the common keys and validates them, and finds the architecture's spec (whose
+// configure() Model::load then runs for the defaults that differ). Fails on an
+// architecture that is not registered.
 Result<ModelConfig> read_config(const GgufFile& file);
 
 }  // namespace pagoda

@@ -51,8 +51,8 @@ TEST(Generator, GreedyIsDeterministicAndHonoursMaxTokens) {
   o.sampling.temperature = 0;
   const std::vector<int32_t> prompt = {1, 300, 301};
   auto engine = make_engine(l, 64);
-  auto a = generate(*engine, l.tok.get(), prompt, o, nullptr, true);
-  auto b = generate(*engine, l.tok.get(), prompt, o, nullptr, false);
+  auto a = generate(*engine, prompt, o, nullptr, true);
+  auto b = generate(*engine, prompt, o, nullptr, false);
   ASSERT_TRUE(a.is_ok() && b.is_ok());
   EXPECT_EQ(a->tokens.size(), 12u);
   EXPECT_EQ(a->tokens, b->tokens);
@@ -73,7 +73,7 @@ TEST(Generator, StopsWhenTheContextIsFull) {
   o.ignore_eos = true;
   o.sampling.temperature = 0;
   auto engine = make_engine(l, 10);
-  auto r = generate(*engine, l.tok.get(), {1, 2, 3}, o, nullptr, false);
+  auto r = generate(*engine, {1, 2, 3}, o, nullptr, false);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(r->stats.stop_reason, "context");
   EXPECT_EQ(r->tokens.size(), 7u);  // prompt and output together fill the 10-token context
@@ -83,10 +83,10 @@ TEST(Generator, RejectsPromptsThatDoNotFit) {
   ThreadPool pool(1);
   Loaded l = load_tiny(pool);
   auto engine = make_engine(l, 4);
-  auto r = generate(*engine, l.tok.get(), {1, 2, 3, 4, 5}, GenerateOptions{}, nullptr, false);
+  auto r = generate(*engine, {1, 2, 3, 4, 5}, GenerateOptions{}, nullptr, false);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().message().find("context"), std::string::npos);
-  auto e = generate(*engine, l.tok.get(), {}, GenerateOptions{}, nullptr, false);
+  auto e = generate(*engine, {}, GenerateOptions{}, nullptr, false);
   EXPECT_FALSE(e.is_ok());
 }
 
@@ -99,7 +99,7 @@ TEST(Generator, CallbackCanStopEarlyAndStreamsText) {
   o.sampling.temperature = 0;
   auto engine = make_engine(l, 64);
   int calls = 0;
-  auto r = generate(*engine, l.tok.get(), {1, 300}, o, [&](int32_t, const std::string&) { return ++calls < 5; },
+  auto r = generate(*engine, {1, 300}, o, [&](int32_t, const std::string&) { return ++calls < 5; },
                     false);
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->tokens.size(), 5u);
