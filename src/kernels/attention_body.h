@@ -1,11 +1,8 @@
-// Internal: the SIMD attention body, written once against a small vector type V and
-// included by attention_avx2.cpp and attention_avx512.cpp, each with its own V (so it is
-// compiled once per target). Everything lands in an anonymous namespace: internal linkage,
-// no copy shared with code compiled for another target.
-//
-// V provides: F (the float vector), kLanes, zero, load, store, load_h (kLanes FP16 values
-// to floats), load_i8 (kLanes int8 values to floats), add, fma, mul, set1, max, hmax, round_h (to FP16 and back, nearest even),
-// reduce(const F (&a)[kLanes]) (lane i = the sum of a[i]'s lanes) and transpose(F (&a)[kLanes]).
+// Internal: the SIMD attention body, written once over the vector layer (V256 in
+// vec_avx2.h, V512 in vec_avx512.h) and included by attention_avx2.cpp and
+// attention_avx512.cpp after their V header (so it is compiled once per target).
+// Everything lands in an anonymous namespace: internal linkage, no copy shared with code
+// compiled for another target.
 //
 // A unit (attention_kernels.h) in three steps:
 //  1. Scores, one of two ways (the front picks by the call's shape, Unit::rows_in_lanes):
@@ -18,7 +15,7 @@
 //       dimension, then one register transpose turns them into rows. No reductions; every
 //       key row is read once for all the unit's tokens. Rows compute scores for every key
 //       of the unit's range and each token's softmax reads only its own keys.
-//  2. Softmax per query row: vector max, exp and the double sum (attention_expf.h: libm's
+//  2. Softmax per query row: vector max, exp and the double sum (vexp.h: libm's
 //     expf bit for bit, in vectors), probabilities scaled and rounded to FP16 in vectors.
 //  3. Values, per token: for H heads x CW vectors of head_dim, each value row chunk is
 //     loaded once for all H heads and weighted by broadcast probabilities; no reduction.
@@ -28,7 +25,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/attention_expf.h"
+#include "kernels/vexp.h"
 #include "kernels/attention_kernels.h"
 
 namespace pagoda::attn {
@@ -204,7 +201,7 @@ struct Attend {
     for (; j + L <= len; j += L) mv = V::max(V::load(s + j), mv);
     float m = V::hmax(mv);
     for (; j < len; ++j) m = s[j] > m ? s[j] : m;
-    const double sum = exp_shifted_sum(s, len, m);
+    const double sum = simd::exp_shifted_sum<V>(s, len, m);
     const F inv = V::set1(static_cast<float>(1.0 / sum));
     // Rounds whole vectors, padding included (never read).
     for (j = 0; j < len; j += L) V::store(s + j, V::round_h(V::mul(V::load(s + j), inv)));
@@ -335,7 +332,7 @@ struct Attend {
           for (; j < len; ++j) mt = s[j] > mt ? s[j] : mt;
           const float m_new = mt > m[r] ? mt : m[r];
           const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
-          const double sum = exp_shifted_sum(s, len, m_new);
+          const double sum = simd::exp_shifted_sum<V>(s, len, m_new);
           l[r] = l[r] * alpha + static_cast<float>(sum);
           m[r] = m_new;
           if (alpha != 1.0f) {

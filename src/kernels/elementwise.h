@@ -1,14 +1,14 @@
 // Row-wise kernels of the transformer layers: RMSNorm, activations, softmax, residual
 // adds. Numerics follow ggml's (RMSNorm sums float squares in double, GELU is the tanh
 // approximation tabulated over FP16 inputs) so results track llama.cpp. Each has a scalar
-// body (elementwise.cpp) and SIMD bodies (elementwise_avx2.cpp, elementwise_avx512.cpp)
-// picked once for this CPU. Pure functions of their inputs, thread-safe, no allocation.
+// body (elementwise.cpp) and one SIMD body (elementwise_body.h, over the vector layer)
+// compiled per target and picked once for this CPU. Pure functions of their inputs,
+// thread-safe, no allocation.
 //
 // What the SIMD bodies may change: the order of rms_norm's double sum and of softmax's
-// double sum; swiglu's exp (a vector exp within 1 ulp of glibc's expf, so SwiGLU outputs
-// are within 4 ulp of the scalar body). Everything else is bit-identical to the scalar
-// body: the per-element float operations run in the same order, geglu looks up the same
-// table, softmax and exp_inplace use an exp that returns libm's expf bit for bit.
+// double sum. Everything else is bit-identical to the scalar body: the per-element float
+// operations run in the same order, geglu looks up the same table, and softmax, swiglu
+// and exp_inplace use the one vector exp (vexp.h), which returns libm's expf bit for bit.
 #pragma once
 
 #include <cstdint>

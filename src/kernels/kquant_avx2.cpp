@@ -10,9 +10,11 @@
 // tile (prefill): see kquant_common.h. 8 tokens per vector; vpmaddubsw of the biased
 // token quants with 4 broadcast levels, vpmaddwd with the group scale.
 #include "kernels/simd_intrinsics.h"
+#include "kernels/vec_avx2.h"
 
 #include <type_traits>
 
+#include "kernels/activation_body.h"
 #include "kernels/kquant_common.h"
 #include "kernels/simd_registry.h"
 
@@ -37,69 +39,6 @@ inline int32_t hsum(__m256i v) {
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
   return _mm_cvtsi128_si32(s);
-}
-
-// --- Q8_K activations -----------------------------------------------------------------
-
-// Bit-exact with quant::quantize_row_q8_K (see the avx512 twin for the details).
-void quantize_q8_K(const float* src, void* dst, int64_t n) {
-  auto* y = static_cast<BlockQ8_K*>(dst);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
-    BlockQ8_K& b = y[i];
-    __m256 vmax = _mm256_setzero_ps();
-    for (int j = 0; j < 32; ++j) vmax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(src + 8 * j), abs_mask), vmax);
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float amax = _mm_cvtss_f32(m);
-    if (amax == 0.0f) {
-      std::memset(&b, 0, sizeof(b));
-      continue;
-    }
-    float max = 0.0f;
-    const __m256 va = _mm256_set1_ps(amax);
-    for (int j = 0; j < 32; ++j) {
-      const int mask =
-          _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(src + 8 * j), abs_mask), va, _CMP_EQ_OQ));
-      if (mask) {
-        max = src[8 * j + __builtin_ctz(static_cast<unsigned>(mask))];
-        break;
-      }
-    }
-    const float iscale = -127.0f / max;
-    const __m256 vs = _mm256_set1_ps(iscale);
-    const __m256 lim = _mm256_set1_ps(4194303.0f);
-    const __m256 nlim = _mm256_set1_ps(-4194303.0f);
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
-    const __m256i low_byte = _mm256_set1_epi32(0xff);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    for (int j = 0; j < 8; ++j) {
-      __m256i q[4];
-      for (int k = 0; k < 4; ++k) {
-        __m256 v = _mm256_mul_ps(vs, _mm256_loadu_ps(src + 32 * j + 8 * k));
-        v = _mm256_min_ps(lim, v);   // (lim < v) ? lim : v, so NaN stays NaN
-        v = _mm256_max_ps(nlim, v);  // (nlim > v) ? nlim : v
-        const __m256i bits = _mm256_castps_si256(_mm256_add_ps(v, magic));
-        __m256i r =
-            _mm256_sub_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x00400000));
-        r = _mm256_min_epi32(r, _mm256_set1_epi32(127));
-        q[k] = _mm256_and_si256(r, low_byte);  // the int8 cast keeps the low byte
-      }
-      // Unsigned packs of values 0..255 are exact; then undo the per-lane interleave.
-      const __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
-      const __m256i z = _mm256_permutevar8x32_epi32(p, order);
-      store256(b.qs + 32 * j, z);
-      // Group sums of these int8: sum(q + 128) - 16 * 128 per 16 values.
-      alignas(32) uint64_t s[4];
-      _mm256_store_si256(
-          reinterpret_cast<__m256i*>(s),
-          _mm256_sad_epu8(_mm256_xor_si256(z, _mm256_set1_epi8(static_cast<char>(0x80))), _mm256_setzero_si256()));
-      b.bsums[2 * j] = static_cast<int16_t>(static_cast<int>(s[0] + s[1]) - 2048);
-      b.bsums[2 * j + 1] = static_cast<int16_t>(static_cast<int>(s[2] + s[3]) - 2048);
-    }
-    b.d = 1.0f / iscale;
-  }
 }
 
 // --- dot ------------------------------------------------------------------------------
@@ -361,7 +300,7 @@ void register_kquant_avx2(DType t, DotKernels& k) {
     default:
       return;
   }
-  k.quantize_x = quantize_q8_K;
+  k.quantize_x = Activations<V256>::q8_K;
 }
 
 }  // namespace pagoda::simd

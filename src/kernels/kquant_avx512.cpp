@@ -13,9 +13,11 @@
 // tile (prefill): see kquant_common.h. 16 tokens per vector, vpdpbusd for 4 values per
 // lane, one vpmulld per group and token vector for the group scale.
 #include "kernels/simd_intrinsics.h"
+#include "kernels/vec_avx512.h"
 
 #include <type_traits>
 
+#include "kernels/activation_body.h"
 #include "kernels/kquant_common.h"
 #include "kernels/simd_registry.h"
 
@@ -75,65 +77,6 @@ constexpr Vec512 kHighNibbleShift = halves16(0, 4);
 
 inline __m512i spread16(__m256i v, const Vec512& idx) {
   return _mm512_permutexvar_epi16(idx.load(), _mm512_castsi256_si512(v));
-}
-
-// --- Q8_K activations -----------------------------------------------------------------
-
-// Bit-exact with quant::quantize_row_q8_K: the same float operations per value, the same
-// first-largest |x| pick, nearest_int's clamp and magic-number rounding, truncation to
-// int8 after the clamp to 127.
-void quantize_q8_K(const float* src, void* dst, int64_t n) {
-  auto* y = static_cast<BlockQ8_K*>(dst);
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  for (int64_t i = 0; i < n / kQK_K; ++i, src += kQK_K) {
-    BlockQ8_K& b = y[i];
-    __m512 vmax = _mm512_setzero_ps();
-    // max_ps returns its second operand when either is NaN, so NaNs are skipped as in
-    // the scalar `fabs(x) > amax` test.
-    for (int j = 0; j < 16; ++j) vmax = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(src + 16 * j), abs_mask), vmax);
-    const float amax = _mm512_reduce_max_ps(vmax);
-    if (amax == 0.0f) {
-      std::memset(&b, 0, sizeof(b));
-      continue;
-    }
-    float max = 0.0f;
-    const __m512 va = _mm512_set1_ps(amax);
-    for (int j = 0; j < 16; ++j) {
-      const __mmask16 m = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(src + 16 * j), abs_mask), va, _CMP_EQ_OQ);
-      if (m) {
-        max = src[16 * j + __builtin_ctz(m)];
-        break;
-      }
-    }
-    const float iscale = -127.0f / max;
-    const __m512 vs = _mm512_set1_ps(iscale);
-    const __m512 lim = _mm512_set1_ps(4194303.0f);
-    const __m512 nlim = _mm512_set1_ps(-4194303.0f);
-    const __m512 magic = _mm512_set1_ps(12582912.0f);
-    for (int j = 0; j < 4; ++j) {
-      __m128i q8[4];
-      for (int k = 0; k < 4; ++k) {
-        __m512 v = _mm512_mul_ps(vs, _mm512_loadu_ps(src + 64 * j + 16 * k));
-        v = _mm512_min_ps(lim, v);   // (lim < v) ? lim : v, so NaN stays NaN
-        v = _mm512_max_ps(nlim, v);  // (nlim > v) ? nlim : v
-        const __m512i bits = _mm512_castps_si512(_mm512_add_ps(v, magic));
-        __m512i q =
-            _mm512_sub_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x007fffff)), _mm512_set1_epi32(0x00400000));
-        q8[k] = _mm512_cvtepi32_epi8(_mm512_min_epi32(q, _mm512_set1_epi32(127)));  // truncates
-      }
-      const __m512i z =
-          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(q8[0]), q8[1], 1)),
-                             _mm256_inserti128_si256(_mm256_castsi128_si256(q8[2]), q8[3], 1), 1);
-      _mm512_storeu_si512(b.qs + 64 * j, z);
-      // Group sums of these int8: sum(q + 128) - 16 * 128 per 16 values.
-      alignas(64) uint64_t s[8];
-      _mm512_store_si512(
-          s, _mm512_sad_epu8(_mm512_xor_si512(z, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_setzero_si512()));
-      for (int g = 0; g < 4; ++g)
-        b.bsums[4 * j + g] = static_cast<int16_t>(static_cast<int>(s[2 * g] + s[2 * g + 1]) - 2048);
-    }
-    b.d = 1.0f / iscale;
-  }
 }
 
 // --- dot ------------------------------------------------------------------------------
@@ -521,7 +464,7 @@ void register_kquant_avx512(DType t, DotKernels& k) {
     default:
       return;
   }
-  k.quantize_x = quantize_q8_K;
+  k.quantize_x = Activations<V512>::q8_K;
 }
 
 }  // namespace pagoda::simd

@@ -17,8 +17,10 @@
 // eight registers per block, each activation dword broadcast, an 8 x 6 (rows x tokens)
 // register block (8 x 4 for Q8_0, whose sign trick needs more registers).
 #include "kernels/simd_intrinsics.h"
+#include "kernels/vec_avx2.h"
 #include <type_traits>
 
+#include "kernels/activation_body.h"
 #include "kernels/legacy_layout.h"
 #include "kernels/simd_registry.h"
 #include "kernels/tile_buffer.h"
@@ -56,43 +58,6 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-// ---------------------------------------------------------------- activations
-
-// quant::quantize_row_q8_0_activation bit for bit (see legacy_avx512.cpp for the
-// argument): NaN-ignoring amax, nearest_int's clamp + magic add, low byte of the bits.
-void quantize_x_q8_0(const float* src, void* dst, int64_t n) {
-  auto* out = static_cast<BlockQ8_0*>(dst);
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 lim = _mm256_set1_ps(legacy::kRoundLimit);
-  const __m256 nlim = _mm256_set1_ps(-legacy::kRoundLimit);
-  const __m256 magic = _mm256_set1_ps(legacy::kRoundMagic);
-  const __m256i low_byte = _mm256_set1_epi32(0xff);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
-    __m256 v[4];
-    __m256 m = zero;
-    for (int k = 0; k < 4; ++k) {
-      v[k] = _mm256_loadu_ps(src + 8 * k);
-      m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m);  // a NaN |v| keeps m
-    }
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    const float amax = _mm_cvtss_f32(h);
-    out[i].d = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
-    const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-    __m256i q[4];
-    for (int k = 0; k < 4; ++k) {
-      const __m256 c = _mm256_max_ps(nlim, _mm256_min_ps(lim, _mm256_mul_ps(v[k], id)));
-      q[k] = _mm256_and_si256(_mm256_castps_si256(_mm256_add_ps(c, magic)), low_byte);
-    }
-    // Values are 0..255 now, so the unsigned-saturating packs just narrow them.
-    const __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[i].qs), _mm256_permutevar8x32_epi32(p, order));
-  }
 }
 
 // ---------------------------------------------------------------- dot (GEMV)
@@ -450,7 +415,7 @@ template <typename B>
 void fill(DotKernels& k) {
   k.dot = dot<B>;
   k.tile = tile<B>;
-  k.quantize_x = quantize_x_q8_0;
+  k.quantize_x = Activations<V256>::q8_0;
 }
 
 }  // namespace

@@ -29,9 +29,11 @@
 // with bench/micro/legacy_bench.cc), repacking included.
 //
 #include "kernels/simd_intrinsics.h"
+#include "kernels/vec_avx512.h"
 #include <type_traits>
 
 #include "kernels/avx512_common.h"
+#include "kernels/activation_body.h"
 #include "kernels/legacy_layout.h"
 #include "kernels/simd_registry.h"
 #include "kernels/tile_buffer.h"
@@ -57,34 +59,6 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 inline float hsum(__m512 v) { return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1))); }
-
-// ---------------------------------------------------------------- activations
-
-// quant::quantize_row_q8_0_activation bit for bit: amax ignores NaN like the scalar
-// loop's `a > amax` (vmaxps returns its second operand when either is NaN), and the
-// rounding is nearest_int's own: clamp, add 1.5 * 2^23, keep the low byte of the bits.
-void quantize_x_q8_0(const float* src, void* dst, int64_t n) {
-  auto* out = static_cast<BlockQ8_0*>(dst);
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512 lim = _mm512_set1_ps(legacy::kRoundLimit);
-  const __m512 nlim = _mm512_set1_ps(-legacy::kRoundLimit);
-  const __m512 magic = _mm512_set1_ps(legacy::kRoundMagic);
-  for (int64_t i = 0; i < n / kQK; ++i, src += kQK) {
-    const __m512 v0 = _mm512_loadu_ps(src);
-    const __m512 v1 = _mm512_loadu_ps(src + 16);
-    const __m512 m = _mm512_max_ps(_mm512_abs_ps(v0), _mm512_max_ps(_mm512_abs_ps(v1), zero));
-    const float amax = _mm512_reduce_max_ps(m);
-    out[i].d = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
-    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-    // min(lim, q) / max(-lim, q) keep a NaN q, as the scalar ternaries do.
-    __m512 q0 = _mm512_max_ps(nlim, _mm512_min_ps(lim, _mm512_mul_ps(v0, id)));
-    __m512 q1 = _mm512_max_ps(nlim, _mm512_min_ps(lim, _mm512_mul_ps(v1, id)));
-    q0 = _mm512_add_ps(q0, magic);
-    q1 = _mm512_add_ps(q1, magic);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[i].qs), _mm512_cvtepi32_epi8(_mm512_castps_si512(q0)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[i].qs + 16), _mm512_cvtepi32_epi8(_mm512_castps_si512(q1)));
-  }
-}
 
 // ---------------------------------------------------------------- dot (GEMV)
 
@@ -573,7 +547,7 @@ void fill(DotKernels& k) {
   k.dot = dot<B>;
   k.dot_rows = dot_rows<B>;
   k.tile = tile<B>;
-  k.quantize_x = quantize_x_q8_0;
+  k.quantize_x = Activations<V512>::q8_0;
 }
 
 }  // namespace
