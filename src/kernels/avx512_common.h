@@ -18,16 +18,6 @@ struct alignas(64) Z64 {
   uint8_t b[64];
 };
 
-inline uint32_t load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline uint16_t load16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
 // An activation dword on all 16 lanes, for dpbusd against a register of 16 rows.
 inline __m512i bcast(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load32(p))); }
 

@@ -77,7 +77,6 @@ inline __m256i move_bit(__m256i v) {
     return v;
 }
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
 // Four int8 levels as one 32-bit lane value (memcpy: no aliasing questions, one load).
 inline int32_t load4(const int8_t* p) {

@@ -22,12 +22,15 @@
 
 #include "kernels/activation_body.h"
 #include "kernels/legacy_layout.h"
+#include "kernels/legacy_tile.h"
 #include "kernels/simd_registry.h"
 #include "kernels/tile_buffer.h"
 #include "quant/blocks.h"
 
 namespace pagoda::simd {
 namespace {
+
+inline float hsum(__m256 v) { return V256::hsum(v); }
 
 using legacy::kXBytes;
 using legacy::kXQs;
@@ -37,28 +40,7 @@ struct alignas(32) Y32 {
   uint8_t b[32];
 };
 
-inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline uint32_t load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline uint16_t load16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-inline float half(const uint8_t* p) { return _cvtsh_ss(load16(p)); }
 
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // ---------------------------------------------------------------- dot (GEMV)
 
@@ -153,43 +135,9 @@ float dot(int64_t n, const void* wv, const void* xv) {
 
 // ---------------------------------------------------------------- tile (GEMM)
 
-using Buffer = TileBuffer<Y32>;
-
-thread_local Buffer t_xbuf;
-thread_local Buffer t_wbuf;
-
-constexpr int kTok = legacy::kTileTokens;
-constexpr int kXStride = kTok * 32;
-
-// Staged activations, block-major (see legacy_avx512.cpp): q[b][t] = x + 128 (or x itself
-// for Q8_0, whose products use the sign trick), d[b][t], s[b][t] = d * sum(x).
-struct XStage {
-  uint8_t* q;
-  float* d;
-  float* s;
-};
-
-template <bool kFlip, bool kMin>
-void stage_x(const uint8_t* x, size_t x_stride, int64_t tokens, int64_t nb, const XStage& st) {
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t t = 0; t < tokens; ++t) {
-    const uint8_t* row = x + t * x_stride;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + b * kXBytes;
-      const __m256i raw = load256(blk + kXQs);
-      const __m256i u = _mm256_xor_si256(raw, flip);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st.q + b * kXStride + t * 32), kFlip ? u : raw);
-      const float dx = half(blk);
-      st.d[b * kTok + t] = dx;
-      if constexpr (kMin) {
-        const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
-        const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        const int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
-        st.s[b * kTok + t] = dx * static_cast<float>(sum);
-      }
-    }
-  }
-}
+using legacy_tile::kTok;
+using legacy_tile::kXStride;
+using legacy_tile::XStage;
 
 // Panel of 8 rows per block: 8 registers of signed quants (lane r = bytes 4j..4j+3 of row
 // r), for Q8_0 8 more with their absolute values, then the FP32 scales, -128 * the row
@@ -380,41 +328,36 @@ void micro_tokens(int64_t nb, const Y32* p, const XStage& st, int64_t tokens, fl
   if (tokens - t >= 1) run(std::integral_constant<int, 1>{});
 }
 
-constexpr int64_t kMinTileTokens = 2;
-
-template <typename B>
-void tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* x, size_t x_stride, int64_t tokens,
-          float* y, size_t y_stride) {
-  using L = Layout<B>;
-  using P = Panel<B>;
-  if (tokens < kMinTileTokens) {
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t t = 0; t < tokens; ++t) y[t * y_stride + r] = dot<B>(n, w + r * w_stride, x + t * x_stride);
-    return;
+// The target for legacy_tile.h: panels of 8 rows; Q8_0 keeps its activations signed
+// (the sign trick) and runs 4 tokens a block, the others 6.
+struct Avx2Tile {
+  using Reg = Y32;
+  static constexpr int64_t kRows = 8;
+  template <typename B>
+  static constexpr bool kFlip = !Panel<B>::kSign;
+  template <typename B>
+  static constexpr int panel_regs() {
+    return Panel<B>::kRegs;
   }
-  const int64_t nb = n / kQK;
-  const size_t xq_regs = static_cast<size_t>(nb) * kXStride / 32;
-  const size_t xf_regs = static_cast<size_t>(nb) * kTok * 4 / 32;
-  Y32* xbuf = t_xbuf.get(xq_regs + 2 * xf_regs);
-  const XStage st{xbuf[0].b, reinterpret_cast<float*>(xbuf + xq_regs),
-                  reinterpret_cast<float*>(xbuf + xq_regs + xf_regs)};
-  Y32* panel = t_wbuf.get(static_cast<size_t>(nb) * P::kRegs);
-  for (int64_t t0 = 0; t0 < tokens; t0 += kTok) {
-    const int64_t tc = min64(kTok, tokens - t0);
-    stage_x<!P::kSign, L::kMin>(x + t0 * x_stride, x_stride, tc, nb, st);
-    float* yt = y + t0 * y_stride;
-    for (int64_t r0 = 0; r0 < rows; r0 += 8) {
-      const int64_t valid = min64(rows - r0, 8);
-      repack<B>(w + r0 * w_stride, w_stride, valid, nb, panel);
-      micro_tokens<B, (P::kSign ? 4 : 6)>(nb, panel, st, tc, yt + r0, y_stride, valid);
-    }
+  template <typename B>
+  static float dot(int64_t n, const void* w, const void* x) {
+    return simd::dot<B>(n, w, x);
   }
-}
+  template <typename B>
+  static void repack(const uint8_t* w, size_t ws, int64_t valid, int64_t nb, Y32* out, const uint8_t*, int64_t) {
+    simd::repack<B>(w, ws, valid, nb, out);
+  }
+  template <typename B>
+  static void micro_tokens(int64_t nb, const Y32* p, const XStage& st, int64_t tokens, float* y, size_t ys,
+                           int64_t valid) {
+    simd::micro_tokens<B, (Panel<B>::kSign ? 4 : 6)>(nb, p, st, tokens, y, ys, valid);
+  }
+};
 
 template <typename B>
 void fill(DotKernels& k) {
   k.dot = dot<B>;
-  k.tile = tile<B>;
+  k.tile = legacy_tile::tile<Avx2Tile, B>;
   k.quantize_x = Activations<V256>::q8_0;
 }
 

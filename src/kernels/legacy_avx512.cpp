@@ -29,12 +29,14 @@
 // with bench/micro/legacy_bench.cc), repacking included.
 //
 #include "kernels/simd_intrinsics.h"
+#include "kernels/vec_avx2.h"
 #include "kernels/vec_avx512.h"
 #include <type_traits>
 
 #include "kernels/avx512_common.h"
 #include "kernels/activation_body.h"
 #include "kernels/legacy_layout.h"
+#include "kernels/legacy_tile.h"
 #include "kernels/simd_registry.h"
 #include "kernels/tile_buffer.h"
 #include "quant/blocks.h"
@@ -42,22 +44,14 @@
 namespace pagoda::simd {
 namespace {
 
+inline float hsum(__m256 v) { return V256::hsum(v); }
+
 using legacy::kXBytes;
 using legacy::kXQs;
 using legacy::Layout;
 
-inline __m128i load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline float half(const uint8_t* p) { return _cvtsh_ss(load16(p)); }
 
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 inline float hsum(__m512 v) { return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1))); }
 
 // ---------------------------------------------------------------- dot (GEMV)
@@ -293,43 +287,9 @@ void dot_rows(int64_t n, const uint8_t* w, size_t ws, int64_t rows, const void* 
 
 // ---------------------------------------------------------------- tile (GEMM)
 
-using Buffer = TileBuffer<Z64>;
-
-thread_local Buffer t_xbuf;
-thread_local Buffer t_wbuf;
-
-constexpr int kTok = legacy::kTileTokens;
-constexpr int kXStride = kTok * 32;  // bytes of staged quants per block
-
-// Staged activations of up to kTok tokens, block-major so a micro-kernel reaches token t
-// of block b at a constant offset: q[b][t] = x + 128 (32 bytes), d[b][t] = fp32 scale,
-// s[b][t] = d * sum(x) (only for formats with a min).
-struct XStage {
-  uint8_t* q;
-  float* d;
-  float* s;
-};
-
-template <bool kMin>
-void stage_x(const uint8_t* x, size_t x_stride, int64_t tokens, int64_t nb, const XStage& st) {
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t t = 0; t < tokens; ++t) {
-    const uint8_t* row = x + t * x_stride;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + b * kXBytes;
-      const __m256i u = _mm256_xor_si256(load256(blk + kXQs), flip);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st.q + b * kXStride + t * 32), u);
-      const float dx = half(blk);
-      st.d[b * kTok + t] = dx;
-      if constexpr (kMin) {
-        const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
-        const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        const int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
-        st.s[b * kTok + t] = dx * static_cast<float>(sum);
-      }
-    }
-  }
-}
+using legacy_tile::kTok;
+using legacy_tile::kXStride;
+using legacy_tile::XStage;
 
 // A repacked panel of 16 weight rows, per block: 8 registers of quants (lane r = bytes
 // 4j..4j+3 of row r, signed), the FP32 row scales, -128 * the row's sum of quants, and the
@@ -508,45 +468,37 @@ void micro_tokens(int64_t nb, const Z64* p, const XStage& st, int64_t tokens, fl
   if (tokens - t >= 1) run(std::integral_constant<int, 1>{});
 }
 
-// With a single token repacking costs about as much as the dots it feeds: dot instead.
-constexpr int64_t kMinTileTokens = 2;
-
-template <typename B>
-void tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* x, size_t x_stride, int64_t tokens,
-          float* y, size_t y_stride) {
-  using L = Layout<B>;
-  if (tokens < kMinTileTokens) {
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t t = 0; t < tokens; ++t) y[t * y_stride + r] = dot<B>(n, w + r * w_stride, x + t * x_stride);
-    return;
+// The target for legacy_tile.h: panels of 16 rows, activations staged as x + 128.
+struct Avx512Tile {
+  using Reg = Z64;
+  static constexpr int64_t kRows = 16;
+  template <typename B>
+  static constexpr bool kFlip = true;
+  template <typename B>
+  static constexpr int panel_regs() {
+    return simd::panel_regs<B>();
   }
-  const int64_t nb = n / kQK;
-  // Staged activations: quants (kXStride bytes per block), then d and s (kTok floats each).
-  const size_t xq_regs = static_cast<size_t>(nb) * kXStride / 64;
-  const size_t xf_regs = static_cast<size_t>(nb) * kTok * 4 / 64;
-  Z64* xbuf = t_xbuf.get(xq_regs + 2 * xf_regs);
-  const XStage st{xbuf[0].b, reinterpret_cast<float*>(xbuf + xq_regs),
-                  reinterpret_cast<float*>(xbuf + xq_regs + xf_regs)};
-  Z64* panel = t_wbuf.get(static_cast<size_t>(nb) * panel_regs<B>());
-  for (int64_t t0 = 0; t0 < tokens; t0 += kTok) {
-    const int64_t tc = min64(kTok, tokens - t0);
-    stage_x<L::kMin>(x + t0 * x_stride, x_stride, tc, nb, st);
-    float* yt = y + t0 * y_stride;
-    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-      const int64_t valid = min64(rows - r0, 16);
-      const bool more = r0 + 16 < rows;
-      repack<B>(w + r0 * w_stride, w_stride, valid, nb, panel, more ? w + (r0 + 16) * w_stride : nullptr,
-                more ? min64(rows - r0 - 16, 16) : 0);
-      micro_tokens<L::kMin>(nb, panel, st, tc, yt + r0, y_stride, valid);
-    }
+  template <typename B>
+  static float dot(int64_t n, const void* w, const void* x) {
+    return simd::dot<B>(n, w, x);
   }
-}
+  template <typename B>
+  static void repack(const uint8_t* w, size_t ws, int64_t valid, int64_t nb, Z64* out, const uint8_t* next,
+                     int64_t next_rows) {
+    simd::repack<B>(w, ws, valid, nb, out, next, next_rows);
+  }
+  template <typename B>
+  static void micro_tokens(int64_t nb, const Z64* p, const XStage& st, int64_t tokens, float* y, size_t ys,
+                           int64_t valid) {
+    simd::micro_tokens<Layout<B>::kMin>(nb, p, st, tokens, y, ys, valid);
+  }
+};
 
 template <typename B>
 void fill(DotKernels& k) {
   k.dot = dot<B>;
   k.dot_rows = dot_rows<B>;
-  k.tile = tile<B>;
+  k.tile = legacy_tile::tile<Avx512Tile, B>;
   k.quantize_x = Activations<V512>::q8_0;
 }
 

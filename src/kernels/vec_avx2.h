@@ -17,7 +17,7 @@
 //                  any_nan, hmax hsum, reduce (lane i = sum of a[i]), transpose
 //   doubles        widen_lo / widen_hi (F -> D), narrow(lo, hi), the D arithmetic
 //                  d_* and exp2_k32 (2^(k / 32) for integral k in [-5120, 4640])
-//   integers       I (int32 lanes), bits_of / float_of (bit casts), i_and i_sub i_min
+//   integers       I (int32 lanes), bits_of (a bit cast), i_and i_sub i_min i_hsum
 //                  set1_i, store_bytes (each lane's low byte, kLanes bytes)
 //   compress       compress(out, bits, v) / compress_index(out, bits, base): the lanes
 //                  whose bit is set, packed to the front of out; returns their count
@@ -196,6 +196,12 @@ struct V256 {
   static I i_and(I a, I b) { return _mm256_and_si256(a, b); }
   static I i_sub(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I i_min(I a, I b) { return _mm256_min_epi32(a, b); }
+  static int32_t i_hsum(I v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+  }
   static void store_bytes(int8_t* p, I v) {
     const __m256i b = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
                                                                0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));

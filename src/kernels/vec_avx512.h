@@ -157,6 +157,7 @@ struct V512 {
   static I i_and(I a, I b) { return _mm512_and_si512(a, b); }
   static I i_sub(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I i_min(I a, I b) { return _mm512_min_epi32(a, b); }
+  static int32_t i_hsum(I v) { return _mm512_reduce_add_epi32(v); }
   static void store_bytes(int8_t* p, I v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v)); }
 
   // ---- compress

@@ -7,6 +7,7 @@
 // activation load; tile puts 8 rows in the lanes of a register (as w8a8_avx512_body.h
 // does with 16), in register blocks of 8 rows x one staged block of 8 tokens.
 #include "kernels/simd_intrinsics.h"
+#include "kernels/vec_avx2.h"
 
 #include "kernels/legacy_layout.h"
 #include "kernels/w8a8_bodies.h"
@@ -16,7 +17,8 @@
 namespace pagoda::simd {
 namespace {
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline int32_t hsum(__m256i v) { return V256::i_hsum(v); }
+
 
 // All-ones in the first k (<= 8) int32 lanes.
 inline __m256i lane_mask(int64_t k) {
@@ -27,27 +29,13 @@ inline __m256 load_floats(const float* p, int64_t left) {
   return left >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(left));
 }
 
-inline int32_t hsum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-inline float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
 // quantize_activation_w8a8 bit for bit (see w8a8_avx512_body.h for the NaN and rounding
 // details, which are the same here).
 float quantize_x(const float* src, int64_t n, int8_t* q, int32_t* sum) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 m = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, load_floats(src + i, n - i)), m);
-  const float amax = hmax(m);
+  const float amax = V256::hmax(m);
   const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
   const __m256 lim = _mm256_set1_ps(legacy::kRoundLimit);
   const __m256 nlim = _mm256_set1_ps(-legacy::kRoundLimit);

@@ -17,7 +17,6 @@ struct alignas(64) Z64 {
   uint8_t b[64];
 };
 
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 using Buffer = TileBuffer<Z64>;
 
