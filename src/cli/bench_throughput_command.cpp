@@ -251,7 +251,7 @@ Subcommand add_bench_throughput_command(CLI::App& bench) {
   sub->add_option("--output-max", args->output_max, "Longest output length (0: the context)");
   sub->add_option("--prefix-len", args->prefix_len, "Tokens of a prefix every prompt shares (a system prompt)");
   sub->add_option("--request-rate", args->request_rate, "Poisson arrivals per second (0: all at once)");
-  sub->add_option("-c,--ctx-size", args->ctx, "Context per sequence (0: the model's trained context)");
+  add_context_option(*sub, args->ctx, "Context per sequence (0: the model's trained context)");
   add_threads_option(*sub, args->threads);
   sub->add_option("--seed", args->seed, "Workload seed");
   sub->add_flag("--json", args->json, "Print the results as one JSON object");

@@ -121,8 +121,8 @@ Subcommand add_chat_command(CLI::App& app) {
   add_model_option(*sub, args->model);
   sub->add_option("--system", args->system, "System prompt");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
-  sub->add_option("-n,--n-predict", args->n_predict, "Most tokens per reply (-1: until the model ends it)");
-  sub->add_option("-c,--ctx-size", args->ctx, "Context size in tokens");
+  add_predict_option(*sub, args->n_predict, "Most tokens per reply (-1: until the model ends it)");
+  add_context_option(*sub, args->ctx, "Context size in tokens");
   add_threads_option(*sub, args->threads);
   add_generation_options(*sub, args->sp, args->seed, args->stop);
   add_engine_options(*sub, args->engine);

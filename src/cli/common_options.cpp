@@ -18,6 +18,14 @@ void add_threads_option(CLI::App& sub, int32_t& threads) {
   sub.add_option("-t,--threads", threads, "Threads (default: all cores)");
 }
 
+void add_context_option(CLI::App& sub, int32_t& ctx, const std::string& meaning) {
+  sub.add_option("-c,--ctx-size", ctx, meaning);
+}
+
+void add_predict_option(CLI::App& sub, int32_t& n_predict, const std::string& meaning) {
+  sub.add_option("-n,--n-predict", n_predict, meaning);
+}
+
 void add_generation_options(CLI::App& sub, SamplingParams& sp, int64_t& seed, std::vector<std::string>& stop) {
   sub.add_option("--temp", sp.temperature, "Temperature (0: greedy)");
   sub.add_option("--top-k", sp.top_k, "Top-k (0: off)");

@@ -135,7 +135,7 @@ Subcommand add_inspect_command(CLI::App& app) {
   CLI::App* sub = add_subcommand(app, "inspect", "Print a GGUF model's metadata, tensors, formats and memory needs");
   sub->add_option("model", args->model, "GGUF file")->required();
   sub->add_flag("--all-tensors", args->all_tensors, "List every tensor, not only the first layer's");
-  sub->add_option("-c,--ctx-size", args->ctx, "Context length for the KV memory estimate");
+  add_context_option(*sub, args->ctx, "Context length for the KV memory estimate");
   return {"inspect", sub, [args] { return run_inspect(*args); }};
 }
 

@@ -38,39 +38,38 @@ size_t peak_rss_bytes() {
 }
 
 nlohmann::json to_json(const PplArgs& a, const PerplexityResult& r, double total_seconds, double rss_mib) {
-  nlohmann::json j;
-  j["model"] = a.model;
-  j["text"] = a.text;
-  j["n_ctx"] = r.n_ctx;
-  j["n_chunks"] = r.n_chunks;
-  j["text_tokens"] = r.text_tokens;
-  j["scored_tokens"] = r.scored_tokens;
-  j["threads"] = r.threads;
-  j["ppl"] = r.ppl.value;
-  j["ppl_error"] = r.ppl.error;
-  j["nll_mean"] = r.nll_mean;
-  j["chunk_ppl"] = r.chunk_ppl;
-  j["seconds"] = r.seconds;
-  j["total_seconds"] = total_seconds;
-  j["peak_rss_mib"] = rss_mib;
+  nlohmann::json j = {
+      {"model", a.model},
+      {"text", a.text},
+      {"n_ctx", r.n_ctx},
+      {"n_chunks", r.n_chunks},
+      {"text_tokens", r.text_tokens},
+      {"scored_tokens", r.scored_tokens},
+      {"threads", r.threads},
+      {"ppl", r.ppl.value},
+      {"ppl_error", r.ppl.error},
+      {"nll_mean", r.nll_mean},
+      {"chunk_ppl", r.chunk_ppl},
+      {"seconds", r.seconds},
+      {"total_seconds", total_seconds},
+      {"peak_rss_mib", rss_mib}};
   if (r.kl) {
     const KlResult& kl = *r.kl;
-    nlohmann::json k;
-    k["base"] = a.kl_base;
-    k["cache"] = kl.cache_reused ? "reused" : "computed";
-    k["cache_file"] = kl.cache_file;
-    k["base_seconds"] = kl.base_seconds;
-    k["base_ppl"] = kl.base_ppl.value;
-    k["base_ppl_error"] = kl.base_ppl.error;
-    k["ppl_ratio"] = kl.ppl_ratio;
-    k["kld_mean"] = kl.kld.value;
-    k["kld_error"] = kl.kld.error;
-    k["kld_median"] = kl.kld_median;
-    k["kld_p99"] = kl.kld_p99;
-    k["kld_max"] = kl.kld_max;
-    k["top1_percent"] = 100.0 * kl.top1.value;
-    k["top1_error_percent"] = 100.0 * kl.top1.error;
-    j["kl"] = k;
+    j["kl"] = {
+        {"base", a.kl_base},
+        {"cache", kl.cache_reused ? "reused" : "computed"},
+        {"cache_file", kl.cache_file},
+        {"base_seconds", kl.base_seconds},
+        {"base_ppl", kl.base_ppl.value},
+        {"base_ppl_error", kl.base_ppl.error},
+        {"ppl_ratio", kl.ppl_ratio},
+        {"kld_mean", kl.kld.value},
+        {"kld_error", kl.kld.error},
+        {"kld_median", kl.kld_median},
+        {"kld_p99", kl.kld_p99},
+        {"kld_max", kl.kld_max},
+        {"top1_percent", 100.0 * kl.top1.value},
+        {"top1_error_percent", 100.0 * kl.top1.error}};
   }
   return j;
 }
@@ -120,7 +119,7 @@ Subcommand add_perplexity_command(CLI::App& app) {
   CLI::App* sub = add_subcommand(app, "perplexity", "Perplexity over a text file, and KL divergence against a base model");
   add_model_option(*sub, args->model);
   sub->add_option("-f,--file", args->text, "Text file to evaluate (UTF-8)")->required();
-  sub->add_option("-c,--ctx-size", args->ctx, "Tokens per chunk; the second half of each is scored");
+  add_context_option(*sub, args->ctx, "Tokens per chunk; the second half of each is scored");
   sub->add_option("--chunks", args->chunks, "Chunks to evaluate (default: all the text holds)");
   add_threads_option(*sub, args->threads);
   sub->add_option("--kl-base", args->kl_base,

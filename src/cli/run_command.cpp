@@ -156,9 +156,9 @@ Subcommand add_run_command(CLI::App& app) {
   sub->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
   CLI::Option* prompt_ids = sub->add_option("--prompt-ids", args->prompt_ids,
                                             "Prompt as comma-separated token ids (no tokenizer, no BOS added)");
-  sub->add_option("-n,--n-predict", args->n_predict, "Tokens to generate (-1: until end of text)");
+  add_predict_option(*sub, args->n_predict, "Tokens to generate (-1: until end of text)");
   add_threads_option(*sub, args->threads);
-  sub->add_option("-c,--ctx-size", args->ctx, "Context size in tokens (0: the model's trained context)");
+  add_context_option(*sub, args->ctx, "Context size in tokens (0: the model's trained context)");
   add_generation_options(*sub, args->sp, args->seed, args->stop);
   sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-text tokens");
   sub->add_flag("--no-bos", args->no_bos, "Do not add the BOS token to the prompt");

@@ -128,7 +128,7 @@ Subcommand add_serve_command(CLI::App& app) {
   sub->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
   sub->add_option("--served-model-name", args->served_name, "Model name in the API (default: the file's stem)");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
-  sub->add_option("-c,--ctx-size", args->ctx, "Context per sequence (0: the model's trained context)");
+  add_context_option(*sub, args->ctx, "Context per sequence (0: the model's trained context)");
   add_threads_option(*sub, args->threads);
   sub->add_option("--max-tokens-limit", args->max_tokens_limit, "Largest max_tokens a request may ask (0: the context)");
   sub->add_option("--max-queued-requests", args->max_queued, "Waiting requests beyond which new ones get 429");

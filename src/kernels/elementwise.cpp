@@ -98,14 +98,7 @@ const ElementwiseKernels& best() {
 }  // namespace
 
 ElementwiseKernels elementwise_kernels(SimdTarget target) {
-  ElementwiseKernels k;
-  k.rms_norm = rms_norm_scalar;
-  k.swiglu = swiglu_scalar;
-  k.geglu = geglu_scalar;
-  k.softmax = softmax_scalar;
-  k.add = add_scalar;
-  k.scale = scale_scalar;
-  k.exp = exp_scalar;
+  ElementwiseKernels k{rms_norm_scalar, swiglu_scalar, geglu_scalar, softmax_scalar, add_scalar, scale_scalar, exp_scalar};
   if (target >= SimdTarget::kAvx2) simd::register_elementwise_avx2(k);
   if (target >= SimdTarget::kAvx512) simd::register_elementwise_avx512(k);
   return k;
