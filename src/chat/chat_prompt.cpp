@@ -27,11 +27,10 @@ Result<std::unique_ptr<ChatPrompter>> ChatPrompter::create(const std::string& so
   return p;
 }
 
-std::variant<std::vector<int32_t>, ApiError> ChatPrompter::operator()(const ApiRequest& r) const {
-  std::vector<ChatMessage> msgs;
-  for (const ChatTurn& t : r.messages) msgs.push_back(ChatMessage{t.role, t.content});
-  auto text = template_.render(msgs, r.add_generation_prompt, bos_, eos_);
-  if (!text) return ApiError::bad_request(text.status().message(), "messages");
+Result<std::vector<int32_t>> ChatPrompter::operator()(const std::vector<ChatMessage>& messages,
+                                                      bool add_generation_prompt) const {
+  auto text = template_.render(messages, add_generation_prompt, bos_, eos_);
+  if (!text) return text.status();
   return tok_.encode(*text, /*add_special=*/false, /*parse_special=*/true);
 }
 

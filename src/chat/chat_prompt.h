@@ -12,8 +12,6 @@
 #include <vector>
 
 #include "base/status.h"
-#include "server/api_error.h"
-#include "server/openai_request.h"
 #include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,7 +22,9 @@ class ChatPrompter {
   // source: the template text; empty picks the built-in one for `arch`.
   static Result<std::unique_ptr<ChatPrompter>> create(const std::string& source, const std::string& arch,
                                                       const Tokenizer& tok);
-  std::variant<std::vector<int32_t>, ApiError> operator()(const ApiRequest& r) const;
+  // The messages rendered (with the assistant's opening when add_generation_prompt) and
+  // tokenized; fails with the template's error.
+  Result<std::vector<int32_t>> operator()(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   // Which template is in use ("model", "file" or "built-in gemma" / "built-in chatml").
   const std::string& origin() const { return origin_; }
   void set_origin(std::string o) { origin_ = std::move(o); }

@@ -63,9 +63,8 @@ int run_chat(const ChatArgs& a) {
   const bool tty = isatty(STDIN_FILENO) != 0;
   fmt::print(stderr, "pagoda chat: {} | context {} | template: {} | Ctrl-D or Ctrl-C to leave, /clear to start over\n",
              a.model, ctx, tpl.empty() ? (*prompter)->origin() : "model");
-  ApiRequest conv;
-  conv.chat = true;
-  if (!a.system.empty()) conv.messages.push_back({"system", a.system});
+  std::vector<ChatMessage> messages;
+  if (!a.system.empty()) messages.push_back({"system", a.system});
   GenerateOptions opts;
   opts.max_tokens = a.n_predict;
   opts.stop = a.stop;
@@ -80,15 +79,15 @@ int run_chat(const ChatArgs& a) {
     if (g_interrupts.load() > 0) break;
     if (line.empty()) continue;
     if (line == "/clear") {
-      conv.messages.resize(a.system.empty() ? 0 : 1);
+      messages.resize(a.system.empty() ? 0 : 1);
       fmt::print(stderr, "(conversation cleared)\n");
       continue;
     }
-    conv.messages.push_back({"user", line});
-    auto ids = (**prompter)(conv);
-    if (auto* e = std::get_if<ApiError>(&ids)) {
-      fmt::print(stderr, "error: {}\n", e->message);
-      conv.messages.pop_back();
+    messages.push_back({"user", line});
+    auto ids = (**prompter)(messages, /*add_generation_prompt=*/true);
+    if (!ids) {
+      fmt::print(stderr, "error: {}\n", ids.status().message());
+      messages.pop_back();
       continue;
     }
     std::string reply;
@@ -98,14 +97,14 @@ int run_chat(const ChatArgs& a) {
       reply += text;
       return g_interrupts.load() == 0;
     };
-    auto res = generate(**engine, std::get<std::vector<int32_t>>(ids), opts, on_token, false);
+    auto res = generate(**engine, *ids, opts, on_token, false);
     fmt::print("\n");
     if (!res) {
       fmt::print(stderr, "error: {}\n", res.status().message());
-      conv.messages.pop_back();
+      messages.pop_back();
       continue;
     }
-    conv.messages.push_back({"assistant", reply});
+    messages.push_back({"assistant", reply});
     if (res->stats.stop_reason == "cancelled") fmt::print(stderr, "(stopped)\n");
     if (g_interrupts.load() > 1) break;
   }

@@ -88,9 +88,6 @@ int run_run(const RunArgs& a, bool use_ids) {
   }
   const ModelConfig& c = model.config();
   int32_t ctx = a.ctx > 0 ? std::min(a.ctx, c.n_ctx_train) : c.n_ctx_train;
-  if (static_cast<int64_t>(prompt.size()) >= ctx)
-    return fail(error("the prompt has {} tokens but the context holds {}; use a shorter prompt or a larger --ctx-size",
-                      prompt.size(), ctx));
   // One sequence: the default KV budget is one full context.
   EngineArgs ea = a.engine;
   ea.max_num_seqs = 1;

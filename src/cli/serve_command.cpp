@@ -85,7 +85,9 @@ int run_serve(const ServeArgs& a) {
   so.api_key = a.api_key;
   so.max_body_bytes = a.max_body_mib << 20;
   ChatPrompter* chat = prompter->get();
-  HttpServer http(so, sctx, [chat](const ApiRequest& r) { return (*chat)(r); });
+  HttpServer http(so, sctx, [chat](const std::vector<ChatMessage>& m, bool add_generation_prompt) {
+    return (*chat)(m, add_generation_prompt);
+  });
   if (Status st = http.bind(); !st.is_ok()) return fail(st);
   loop.start();
 

@@ -66,19 +66,36 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   return e;
 }
 
-Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const RequestParams& params) {
+std::optional<RequestRejection> Engine::check_request(std::span<const int32_t> prompt,
+                                                     const RequestParams& params) const {
+  auto reject = [](const char* param, std::string message) {
+    return std::optional<RequestRejection>(RequestRejection{param, std::move(message)});
+  };
   const int32_t n_vocab = model_.config().n_vocab;
-  if (prompt.empty()) return error("the prompt is empty (no tokens to start from)");
+  if (prompt.empty()) return reject("prompt", "the prompt is empty (no tokens to start from)");
   for (int32_t t : prompt)
-    if (t < 0 || t >= n_vocab) return error("prompt token id {} is outside the vocabulary (0..{})", t, n_vocab - 1);
-  if (static_cast<int64_t>(prompt.size()) >= max_model_len_)
-    return error("the prompt has {} tokens but the context holds {} (prompt and output together)", prompt.size(),
-                 max_model_len_);
-  if (params.n < 1 || params.n > 128) return error("n must be between 1 and 128 (got {})", params.n);
-  if (params.max_tokens == 0) return error("max_tokens must be at least 1 (or negative for no limit)");
-  if (params.logprobs > 20) return error("logprobs must be at most 20 (got {})", params.logprobs);
+    if (t < 0 || t >= n_vocab)
+      return reject("prompt", fmt::format("prompt token id {} is outside the vocabulary (0..{})", t, n_vocab - 1));
+  const int64_t len = static_cast<int64_t>(prompt.size());
+  if (len >= max_model_len_)
+    return reject("prompt", fmt::format("this model's maximum context length is {} tokens (prompt and output "
+                                        "together), but the prompt alone has {}",
+                                        max_model_len_, len));
+  if (params.max_tokens_must_fit && params.max_tokens > 0 && len + params.max_tokens > max_model_len_)
+    return reject("max_tokens", fmt::format("this model's maximum context length is {} tokens, but the request asks "
+                                            "for {} ({} in the prompt, {} for the completion)",
+                                            max_model_len_, len + params.max_tokens, len, params.max_tokens));
+  if (params.n < 1 || params.n > 128) return reject("n", fmt::format("n must be between 1 and 128 (got {})", params.n));
+  if (params.max_tokens == 0) return reject("max_tokens", "max_tokens must be at least 1 (or negative for no limit)");
+  if (params.logprobs > 20)
+    return reject("logprobs", fmt::format("logprobs must be at most 20 (got {})", params.logprobs));
   if (tokenizer_ == nullptr && !params.stop.empty())
-    return error("stop strings need the model's tokenizer (this engine runs on token ids only)");
+    return reject("stop", "stop strings need the model's tokenizer (this engine runs on token ids only)");
+  return std::nullopt;
+}
+
+Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const RequestParams& params) {
+  if (auto rejected = check_request(prompt, params)) return Status::error(std::move(rejected->message));
   const RequestId id = next_request_++;
   RequestRecord& r = requests_[id];
   r.params = params;

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -60,9 +62,12 @@ class Engine {
   // The tokenizer (optional) decides which tokens end generation.
   static Result<std::unique_ptr<Engine>> create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config);
 
-  // Queues a request. Fails (queuing nothing) on an empty prompt, ids outside the
-  // vocabulary, a prompt that leaves no room in max_model_len, or bad parameters (stop
-  // strings without a tokenizer among them).
+  // The one validation of a request: an empty prompt, ids outside the vocabulary, a
+  // prompt that leaves no room in max_model_len (or, with max_tokens_must_fit, no room
+  // for max_tokens), or bad parameters (stop strings without a tokenizer among them).
+  // Reads only what create() fixed, so any thread may call it while another steps.
+  std::optional<RequestRejection> check_request(std::span<const int32_t> prompt, const RequestParams& params) const;
+  // Queues a request. Fails (queuing nothing) with check_request's message.
   Result<RequestId> add_request(std::vector<int32_t> prompt, const RequestParams& params);
   // Runs one step; the tokens it produced (and the ends of sequences). Fails only on an
   // internal error of the forward pass.

@@ -26,6 +26,16 @@ struct RequestParams {
   int32_t priority = 0;              // lower runs first (priority policy only)
   int32_t logprobs = -1;             // >= 0: report the token's logprob and this many top ones
   bool return_logits = false;        // copy each step's raw logits row into the output (tools)
+  // Reject a request whose prompt plus max_tokens exceeds the context, as OpenAI and vLLM
+  // do; otherwise (llama.cpp's way) generation just stops at the context's end.
+  bool max_tokens_must_fit = false;
+};
+
+// Why the engine refuses a request: the field at fault, by its OpenAI name ("prompt",
+// "n", "max_tokens", "logprobs", "stop"), and a message a user can act on.
+struct RequestRejection {
+  std::string param;
+  std::string message;
 };
 
 enum class FinishReason { kNone, kLength, kStop, kAbort };

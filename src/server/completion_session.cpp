@@ -38,37 +38,26 @@ CompletionSession::~CompletionSession() { abort(); }
 
 std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::start(
     const ServerContext& ctx, ApiRequest req, std::vector<std::vector<int32_t>> prompts) {
-  const int32_t max_len = ctx.max_model_len;
-  for (const auto& p : prompts) {
-    if (p.empty()) return ApiError::bad_request("the prompt is empty", req.chat ? "messages" : "prompt");
-    for (int32_t t : p)
-      if (t < 0 || t >= ctx.tokenizer->vocab_size())
-        return ApiError::bad_request(fmt::format("token id {} is outside the vocabulary (0..{})", t,
-                                                 ctx.tokenizer->vocab_size() - 1),
-                                     "prompt");
-    const int64_t len = static_cast<int64_t>(p.size());
-    if (len >= max_len || (req.max_tokens_given && len + req.params.max_tokens > max_len))
-      return ApiError::bad_request(
-          fmt::format("This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the "
-                      "{}, {} for the completion). Please reduce the length of the {} or the completion.",
-                      max_len, len + (req.max_tokens_given ? req.params.max_tokens : 0), len,
-                      req.chat ? "messages" : "prompt", req.max_tokens_given ? req.params.max_tokens : 0,
-                      req.chat ? "messages" : "prompt"),
-          req.chat ? "messages" : "prompt");
-  }
   if (ctx.max_tokens_limit > 0 && req.params.max_tokens > ctx.max_tokens_limit)
     return ApiError::bad_request(
         fmt::format("'max_tokens' {} exceeds this server's limit of {}", req.params.max_tokens, ctx.max_tokens_limit),
         "max_tokens");
+  // The engine validates (Engine::check_request); the server only maps its answer to
+  // OpenAI's shape, naming the field at fault ("messages" for a chat's prompt).
+  RequestParams params = req.params;
+  params.stop = req.stop;
+  params.max_tokens_must_fit = req.max_tokens_given;
+  if (params.max_tokens < 0 && ctx.max_tokens_limit > 0) params.max_tokens = ctx.max_tokens_limit;
+  for (const auto& p : prompts)
+    if (auto rejected = ctx.loop->check(p, params))
+      return ApiError::bad_request(rejected->message,
+                                   rejected->param == "prompt" && req.chat ? "messages" : rejected->param);
   std::unique_ptr<CompletionSession> s(new CompletionSession(ctx, std::move(req)));
   const int32_t n = s->req_.params.n;
   for (auto& p : prompts) {
     Prompt pr;
     pr.tokens = static_cast<int32_t>(p.size());
     if (s->req_.echo) pr.echo = ctx.tokenizer->decode(p);
-    RequestParams params = s->req_.params;
-    params.stop = s->req_.stop;
-    if (params.max_tokens < 0 && ctx.max_tokens_limit > 0) params.max_tokens = ctx.max_tokens_limit;
     EngineLoop::Submitted sub = ctx.loop->submit(std::move(p), params);
     if (!sub.channel) {
       s->abort();

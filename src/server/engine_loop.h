@@ -74,6 +74,11 @@ class EngineLoop {
     Status error;
   };
   Submitted submit(std::vector<int32_t> prompt, const RequestParams& params);
+  // The engine's validation of a request (Engine::check_request), from any thread: a
+  // handler checks before it submits so that a refused request gets its 400 at once.
+  std::optional<RequestRejection> check(std::span<const int32_t> prompt, const RequestParams& params) const {
+    return engine_.check_request(prompt, params);
+  }
   // Drops the request (no-op once finished).
   void abort(const std::shared_ptr<OutputChannel>& ch);
   // Stops admitting, waits until every admitted request finished, stops the thread.

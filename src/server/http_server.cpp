@@ -42,9 +42,9 @@ struct HttpServer::Impl {
     ApiRequest r = std::move(std::get<ApiRequest>(parsed));
     std::vector<std::vector<int32_t>> prompts;
     if (chat) {
-      auto ids = chat_prompt(r);
-      if (auto* e = std::get_if<ApiError>(&ids)) return send_error(res, *e);
-      prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
+      auto ids = chat_prompt(r.messages, r.add_generation_prompt);
+      if (!ids) return send_error(res, ApiError::bad_request(ids.status().message(), "messages"));
+      prompts.push_back(std::move(ids.value()));
     } else {
       for (auto& p : r.prompts) {
         if (auto* text = std::get_if<std::string>(&p)) prompts.push_back(ctx.tokenizer->encode(*text, true, true));

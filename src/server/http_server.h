@@ -27,7 +27,7 @@ struct ServerOptions {
 };
 
 // Turns a chat request's messages into prompt token ids (the model's chat template).
-using ChatPromptFn = std::function<std::variant<std::vector<int32_t>, ApiError>(const ApiRequest&)>;
+using ChatPromptFn = std::function<Result<std::vector<int32_t>>(const std::vector<ChatMessage>&, bool add_generation_prompt)>;
 
 class HttpServer {
  public:

@@ -111,7 +111,7 @@ std::optional<ApiError> parse_messages(const json& m, ApiRequest& r) {
   for (const json& e : m) {
     if (!e.is_object() || !e.contains("role") || !e["role"].is_string())
       return ApiError::bad_request("'messages': each message needs a string 'role'", "messages");
-    ChatTurn t;
+    ChatMessage t;
     t.role = e["role"].get<std::string>();
     auto c = e.find("content");
     if (c == e.end() || c->is_null()) {

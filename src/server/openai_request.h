@@ -13,15 +13,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "chat/chat_template.h"
 #include "engine/request.h"
 #include "server/api_error.h"
 
 namespace pagoda {
-
-struct ChatTurn {
-  std::string role;
-  std::string content;
-};
 
 struct ApiRequest {
   bool chat = false;
@@ -29,7 +25,7 @@ struct ApiRequest {
   // Completions: one or more prompts, each text or token ids.
   std::vector<std::variant<std::string, std::vector<int32_t>>> prompts;
   // Chat: the conversation.
-  std::vector<ChatTurn> messages;
+  std::vector<ChatMessage> messages;
   bool add_generation_prompt = true;
   RequestParams params;           // n, max_tokens, sampling, logprobs, ...
   bool max_tokens_given = false;

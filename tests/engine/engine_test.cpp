@@ -374,6 +374,41 @@ TEST(Engine, BadRequestsAreRejectedWithAMessageAndQueueNothing) {
   EXPECT_FALSE((*e)->has_work());
 }
 
+// check_request names the field at fault by its OpenAI name (what the server reports),
+// and max_tokens_must_fit turns a completion that would outrun the context from a stop
+// at the context's end into a rejection.
+TEST(Engine, CheckRequestNamesTheFieldAndAddRequestAgrees) {
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_check");
+  EngineConfig c;
+  c.max_model_len = 32;
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  auto param_of = [&](std::vector<int32_t> prompt, const RequestParams& p) {
+    auto r = (*e)->check_request(prompt, p);
+    EXPECT_EQ(r.has_value(), !(*e)->add_request(prompt, p).is_ok());
+    return r ? r->param : std::string("ok");
+  };
+  EXPECT_EQ(param_of({}, greedy(4)), "prompt");
+  EXPECT_EQ(param_of({1, 100000}, greedy(4)), "prompt");
+  EXPECT_EQ(param_of(std::vector<int32_t>(32, 5), greedy(4)), "prompt");
+  RequestParams p = greedy(4);
+  p.n = 200;
+  EXPECT_EQ(param_of({1, 2}, p), "n");
+  p = greedy(4);
+  p.logprobs = 21;
+  EXPECT_EQ(param_of({1, 2}, p), "logprobs");
+  // 30 + 4 > 32: stops at the context's end, unless the request asks for it to fit.
+  p = greedy(4);
+  EXPECT_EQ(param_of(std::vector<int32_t>(30, 5), p), "ok");
+  p.max_tokens_must_fit = true;
+  EXPECT_EQ(param_of(std::vector<int32_t>(30, 5), p), "max_tokens");
+  auto r = (*e)->check_request(std::vector<int32_t>(30, 5), p);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_NE(r->message.find("maximum context length is 32 tokens"), std::string::npos) << r->message;
+  EXPECT_EQ(param_of(std::vector<int32_t>(28, 5), p), "ok");
+}
+
 TEST(Engine, AbortFreesTheRequestsBlocksWhereverItIs) {
   ThreadPool pool(2);
   auto m = load_tiny(pool, "engine_abort");
