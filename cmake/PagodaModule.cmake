@@ -1,9 +1,10 @@
 # One static library per src/ module. A module links only the modules it names in DEPS,
 # so an include that points the wrong way fails to build (DESIGN.md: the build enforces
-# the layers). Sources are globbed so adding a file needs no CMake edit.
+# the layers). Sources are globbed, sub-folders included (kernels/ has one per family),
+# so adding a file needs no CMake edit.
 function(pagoda_module name)
   cmake_parse_arguments(PM "" "" "DEPS;LIBS" ${ARGN})
-  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
   set(deps "")
   foreach(d ${PM_DEPS})
     list(APPEND deps pagoda_${d})

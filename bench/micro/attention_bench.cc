@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/fp16.h"
-#include "kernels/attention_kernels.h"
+#include "kernels/attention/attention_kernels.h"
 
 namespace pagoda {
 namespace {

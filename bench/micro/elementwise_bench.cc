@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/elementwise.h"
+#include "kernels/elementwise/elementwise.h"
 #include "bench_data.h"
 
 namespace pagoda {

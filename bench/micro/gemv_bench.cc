@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dot_kernels.h"
+#include "kernels/matmul/dot_kernels.h"
 #include "quant/formats.h"
 #include "bench_data.h"
 

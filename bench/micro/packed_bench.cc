@@ -1,4 +1,4 @@
-// Packed-panel kernels (src/kernels/packed_weights.h) against the row-major ones they
+// Packed-panel kernels (src/kernels/matmul/packed_weights.h) against the row-major ones they
 // replace, single thread, AVX-512 only:
 //   packed_gemv/<type>/<rows>x<cols>      one token; bytes_per_second counts weight bytes
 //                                         (compare gemv_rows/<type>/avx512/<rows>x<cols>);
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dot_kernels.h"
-#include "kernels/packed_weights.h"
+#include "kernels/matmul/dot_kernels.h"
+#include "kernels/matmul/packed_weights.h"
 #include "quant/formats.h"
 #include "bench_data.h"
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dot_kernels.h"
-#include "kernels/w8a8_kernels.h"
+#include "kernels/matmul/dot_kernels.h"
+#include "kernels/matmul/w8a8_kernels.h"
 #include "quant/formats.h"
 #include "quant/w8a8.h"
 

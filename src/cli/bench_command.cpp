@@ -24,7 +24,7 @@
 #include "base/timer.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
-#include "kernels/simd_target.h"
+#include "kernels/simd/simd_target.h"
 #include "cli/model_loader.h"
 #include "engine/engine.h"
 

@@ -7,7 +7,7 @@
 
 #include "gguf/gguf_file.h"
 #include "engine/engine.h"
-#include "kernels/packed_weights.h"
+#include "kernels/matmul/packed_weights.h"
 #include "kv/kv_storage.h"
 #include "model/kv_cache.h"
 #include "model/model.h"

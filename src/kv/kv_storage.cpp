@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/dot_kernels.h"
+#include "kernels/matmul/dot_kernels.h"
 
 namespace pagoda {
 

@@ -1,6 +1,6 @@
 // The memory behind the block pool: a block holds, for block_size positions, the K and V
 // rows (n_kv_heads * head_dim values, FP16 or int8 with a scale per token and head;
-// KvType, kernels/attention.h) of the layers of one group (kv_layout.h): all layers for
+// KvType, kernels/attention/attention.h) of the layers of one group (kv_layout.h): all layers for
 // a model without sliding windows. Stored per layer slot, a K and a V array of
 // num_blocks blocks each. Sized once at start-up from a
 // memory budget and never grown, so running out of KV memory is a scheduling decision
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kv/block_pool.h"
 #include "kv/kv_layout.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "kernels/rope.h"
+#include "kernels/elementwise/rope.h"
 
 namespace pagoda {
 

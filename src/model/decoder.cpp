@@ -7,10 +7,10 @@
 #include <string>
 
 #include "base/fp16.h"
-#include "kernels/attention.h"
-#include "kernels/elementwise.h"
-#include "kernels/matmul.h"
-#include "kernels/rope.h"
+#include "kernels/attention/attention.h"
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/elementwise/rope.h"
 #include "model/model.h"
 
 namespace pagoda {

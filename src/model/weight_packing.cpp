@@ -6,7 +6,7 @@
 
 #include "base/log.h"
 #include "gguf/gguf_file.h"
-#include "kernels/packed_weights.h"
+#include "kernels/matmul/packed_weights.h"
 #include "model/weights.h"
 
 namespace pagoda {

@@ -1,5 +1,5 @@
 // Load-time repacking of a model's matrices into the 16-row panels of
-// src/kernels/packed_weights.h, where this machine has kernels for them (Q4_0, Q5_0,
+// src/kernels/matmul/packed_weights.h, where this machine has kernels for them (Q4_0, Q5_0,
 // Q8_0 and Q4_K on AVX-512 VNNI; PAGODA_REPACK=0 turns it off). Panels take the bytes of their
 // rows (Q4_K 2.8% more); the file's pages of a repacked matrix are dropped from the
 // resident set, so memory stays about the model's size, except for a tied embedding

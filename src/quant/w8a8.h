@@ -9,7 +9,7 @@
 // shape [rows] named with kW8A8ScaleSuffix (`blk.0.attn_q.weight.scale`); the file carries
 // kW8A8FormatKey = kW8A8FormatName. Only Pagoda reads this: llama.cpp cannot load it.
 //
-// These are the scalar references; the SIMD kernels (src/kernels/w8a8_kernels.h) must
+// These are the scalar references; the SIMD kernels (src/kernels/matmul/w8a8_kernels.h) must
 // match them bit for bit, which they can because the integer sums are exact. Pure
 // functions, thread-safe.
 #pragma once

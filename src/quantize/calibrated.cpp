@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <regex>
 
-#include "kernels/matmul.h"
+#include "kernels/matmul/matmul.h"
 #include "model/arch_spec.h"
 #include "quant/awq.h"
 #include "quant/block_grid.h"

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "base/timer.h"
-#include "kernels/matmul.h"
+#include "kernels/matmul/matmul.h"
 #include "model/kv_cache.h"
 #include "tokenizer/tokenizer.h"
 

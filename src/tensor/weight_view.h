@@ -2,7 +2,7 @@
 // output features, each a row of `cols` values taking `row_stride` bytes. A 1-D tensor
 // is a single row. Views never own memory; weights stay in the model file's mapping.
 // W8A8 weights (src/quant/w8a8.h) are type I8 with one FP32 scale per row in row_scales.
-// A matrix repacked at load time (src/kernels/packed_weights.h) also has `packed`, which
+// A matrix repacked at load time (src/kernels/matmul/packed_weights.h) also has `packed`, which
 // the matmuls read instead of the rows; `data` stays valid for row lookups.
 #pragma once
 

@@ -11,8 +11,8 @@
 #include <random>
 
 #include "engine_test_util.h"
-#include "kernels/packed_weights.h"
-#include "kernels/simd_target.h"
+#include "kernels/matmul/packed_weights.h"
+#include "kernels/simd/simd_target.h"
 
 namespace pagoda {
 namespace {
@@ -59,7 +59,7 @@ TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
   check_mixed_workload(load_tiny(pool, "engine_mixed"));
 }
 
-// Matrices repacked into panels (kernels/packed_weights.h) are computed the same way for
+// Matrices repacked into panels (kernels/matmul/packed_weights.h) are computed the same way for
 // one token as for many, so on AVX-512 a Q8_0 or Q4_0 model batches exactly with the SIMD
 // kernels themselves, not only on the scalar target.
 TEST(Engine, PackedWeightsBatchExactlyOnTheirSimdKernels) {

@@ -14,7 +14,7 @@
 
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
-#include "kernels/simd_target.h"
+#include "kernels/simd/simd_target.h"
 #include "model/random_model.h"
 
 namespace pagoda::testing_util {

@@ -1,4 +1,4 @@
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/fp16.h"
-#include "kernels/attention_kernels.h"
+#include "kernels/attention/attention_kernels.h"
 
 namespace pagoda {
 namespace {

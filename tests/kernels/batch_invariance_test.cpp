@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/dot_kernels.h"
+#include "kernels/matmul/dot_kernels.h"
 #include "quant/formats.h"
 
 namespace pagoda {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dot_kernels.h"
+#include "kernels/matmul/dot_kernels.h"
 #include "quant/formats.h"
 
 namespace pagoda {

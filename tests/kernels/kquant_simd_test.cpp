@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/fp16.h"
-#include "kernels/dot_kernels.h"
+#include "kernels/matmul/dot_kernels.h"
 #include "quant/blocks.h"
 #include "quant/formats.h"
 

@@ -1,4 +1,4 @@
-#include "kernels/matmul.h"
+#include "kernels/matmul/matmul.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/dot_kernels.h"
+#include "kernels/matmul/dot_kernels.h"
 #include "quant/formats.h"
 
 namespace pagoda {

@@ -1,4 +1,4 @@
-// Matrices repacked into 16-row panels (kernels/packed_weights.h): the panel GEMV and tile
+// Matrices repacked into 16-row panels (kernels/matmul/packed_weights.h): the panel GEMV and tile
 // against the scalar reference dot, the tile against the GEMV bit for bit (a row's result
 // must not depend on its batch), and matmul / matmul_shared_input through packed views
 // against the row-major path. Runs where the CPU has AVX-512 VNNI, else skips saying so.
@@ -13,9 +13,9 @@
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
-#include "kernels/dot_kernels.h"
-#include "kernels/matmul.h"
-#include "kernels/packed_weights.h"
+#include "kernels/matmul/dot_kernels.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul/packed_weights.h"
 #include "quant/blocks.h"
 #include "quant/formats.h"
 

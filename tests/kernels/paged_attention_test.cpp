@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "base/fp16.h"
-#include "kernels/attention.h"
-#include "kernels/attention_kernels.h"
-#include "kernels/simd_target.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_kernels.h"
+#include "kernels/simd/simd_target.h"
 
 namespace pagoda {
 namespace {

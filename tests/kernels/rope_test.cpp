@@ -1,4 +1,4 @@
-#include "kernels/rope.h"
+#include "kernels/elementwise/rope.h"
 
 #include <gtest/gtest.h>
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "kernels/matmul.h"
-#include "kernels/w8a8_kernels.h"
+#include "kernels/matmul/matmul.h"
+#include "kernels/matmul/w8a8_kernels.h"
 #include "quant/w8a8.h"
 
 namespace pagoda {

@@ -1,5 +1,5 @@
 // Checks KvStorage against the contract in src/kv/kv_storage.h, for both row types
-// (KvType::kF16 and kI8, kernels/attention.h): bad shapes and budgets that cannot be
+// (KvType::kF16 and kI8, kernels/attention/attention.h): bad shapes and budgets that cannot be
 // reserved come back as error Results rather than crashes; the size arithmetic (row
 // bytes, bytes per block, blocks per budget) is exact; every byte written through
 // k_row/v_row is read back at the byte address the attention kernel computes from

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
-#include "kernels/packed_weights.h"
+#include "kernels/matmul/packed_weights.h"
 #include "model/model.h"
 #include "model/random_model.h"
 

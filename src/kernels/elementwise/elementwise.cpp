@@ -1,0 +1,129 @@
+// Front of the elementwise kernels and their scalar bodies (the reference the SIMD bodies
+// are tested against).
+#include "kernels/elementwise/elementwise.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/fp16.h"
+
+namespace pagoda {
+
+namespace simd {
+// Defined in elementwise_avx2.cpp / elementwise_avx512.cpp: fill the members they have.
+void register_elementwise_avx2(ElementwiseKernels& k);
+void register_elementwise_avx512(ElementwiseKernels& k);
+}  // namespace simd
+
+namespace {
+
+void rms_norm_scalar(const float* x, const float* w, int64_t n, float eps, float* out) {
+  double sum = 0.0;
+  // Squares in float, summed in double: ggml's order, so norms match llama.cpp's bits.
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (w != nullptr) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale;
+  }
+}
+
+void swiglu_scalar(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = a[i];
+    a[i] = g / (1.0f + std::exp(-g)) * b[i];
+  }
+}
+
+// GELU of every FP16 input, stored as FP16. ggml evaluates GELU this way (input rounded
+// to FP16, result looked up), and Gemma's logits move measurably if we do otherwise, so
+// we follow it: parity with llama.cpp is how we prove correctness. It is also cheaper
+// than tanh per element.
+struct GeluTable {
+  uint16_t v[65536 + 2];
+  GeluTable() {
+    for (uint32_t h = 0; h < 65536; ++h) v[h] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(static_cast<uint16_t>(h))));
+    v[65536] = v[65537] = 0;
+  }
+};
+
+const GeluTable& gelu_table() {
+  static const GeluTable table;
+  return table;
+}
+
+void geglu_scalar(float* a, const float* b, int64_t n) {
+  const GeluTable& t = gelu_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = a[i];
+    float g;
+    if (x <= -10.0f) g = 0.0f;
+    else if (x >= 10.0f) g = x;
+    else g = fp16_to_fp32(t.v[fp32_to_fp16(x)]);
+    a[i] = g * b[i];
+  }
+}
+
+void softmax_scalar(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void add_scalar(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+}
+
+void scale_scalar(float* a, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] *= s;
+}
+
+void exp_scalar(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+const ElementwiseKernels& best() {
+  static const ElementwiseKernels k = elementwise_kernels(best_simd_target());
+  return k;
+}
+
+}  // namespace
+
+ElementwiseKernels elementwise_kernels(SimdTarget target) {
+  ElementwiseKernels k{rms_norm_scalar, swiglu_scalar, geglu_scalar, softmax_scalar, add_scalar, scale_scalar, exp_scalar};
+  if (target >= SimdTarget::kAvx2) simd::register_elementwise_avx2(k);
+  if (target >= SimdTarget::kAvx512) simd::register_elementwise_avx512(k);
+  return k;
+}
+
+const uint16_t* gelu_fp16_table_data() { return gelu_table().v; }
+
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+float gelu_fp16_table(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(gelu_table().v[fp32_to_fp16(x)]);
+}
+
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) { best().rms_norm(x, w, n, eps, out); }
+void swiglu(float* a, const float* b, int64_t n) { best().swiglu(a, b, n); }
+void geglu(float* a, const float* b, int64_t n) { best().geglu(a, b, n); }
+void softmax(float* x, int64_t n) { best().softmax(x, n); }
+void add_inplace(float* a, const float* b, int64_t n) { best().add(a, b, n); }
+void scale_inplace(float* a, float s, int64_t n) { best().scale(a, s, n); }
+void exp_inplace(float* x, int64_t n) { best().exp(x, n); }
+
+}  // namespace pagoda

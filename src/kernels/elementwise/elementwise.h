@@ -1,0 +1,61 @@
+// Row-wise kernels of the transformer layers: RMSNorm, activations, softmax, residual
+// adds. Numerics follow ggml's (RMSNorm sums float squares in double, GELU is the tanh
+// approximation tabulated over FP16 inputs) so results track llama.cpp. Each has a scalar
+// body (elementwise.cpp) and one SIMD body (elementwise_body.h, over the vector layer)
+// compiled per target and picked once for this CPU. Pure functions of their inputs,
+// thread-safe, no allocation.
+//
+// What the SIMD bodies may change: the order of rms_norm's double sum and of softmax's
+// double sum; swiglu's exp (vexp.h's exp_fast, within 1 ulp of glibc's expf, so SwiGLU
+// outputs are within 4 ulp of the scalar body). Everything else is bit-identical to the
+// scalar body: the per-element float operations run in the same order, geglu looks up
+// the same table, softmax and exp_inplace use the vector exp that returns libm's expf
+// bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/simd/simd_target.h"
+
+namespace pagoda {
+
+// out = x / sqrt(mean(x^2) + eps) * w   (w may be null: no scale). out may alias x.
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
+
+// a[i] = silu(a[i]) * b[i]   (SwiGLU, gate in a)
+void swiglu(float* a, const float* b, int64_t n);
+// a[i] = gelu(a[i]) * b[i]   (GeGLU), GELU evaluated as gelu_fp16_table.
+void geglu(float* a, const float* b, int64_t n);
+// Exact tanh-approximation GELU.
+float gelu_tanh(float x);
+// gelu_tanh of x rounded to FP16, rounded to FP16 (ggml's GELU); identity above 10 and
+// zero below -10.
+float gelu_fp16_table(float x);
+
+// In-place softmax over n values; returns nothing. Max-subtracted for stability.
+void softmax(float* x, int64_t n);
+
+void add_inplace(float* a, const float* b, int64_t n);
+void scale_inplace(float* a, float s, int64_t n);
+// x[i] = std::exp(x[i]), bit for bit, in vectors where the CPU has them.
+void exp_inplace(float* x, int64_t n);
+
+// The bodies behind the functions above for one SIMD target (which must be runnable
+// here); members a target does not implement are the next lower target's. For tests and
+// benchmarks.
+struct ElementwiseKernels {
+  void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* out) = nullptr;
+  void (*swiglu)(float* a, const float* b, int64_t n) = nullptr;
+  void (*geglu)(float* a, const float* b, int64_t n) = nullptr;
+  void (*softmax)(float* x, int64_t n) = nullptr;
+  void (*add)(float* a, const float* b, int64_t n) = nullptr;
+  void (*scale)(float* a, float s, int64_t n) = nullptr;
+  void (*exp)(float* x, int64_t n) = nullptr;
+};
+ElementwiseKernels elementwise_kernels(SimdTarget target);
+
+// Internal, for the SIMD geglu bodies: ggml's GELU table, the FP16 result for every FP16
+// input bit pattern, plus two spare entries so a 32-bit gather at index 65535 stays inside.
+const uint16_t* gelu_fp16_table_data();
+
+}  // namespace pagoda

@@ -1,0 +1,118 @@
+// Internal: the SIMD elementwise kernels (elementwise.h says what they may change against
+// the scalar bodies), written once over a vector layer V (vec_avx2.h) and included by
+// elementwise_avx2.cpp and elementwise_avx512.cpp after their V header. A row's last
+// n % kLanes values go through V's tail loads and stores, so they take the same vector
+// arithmetic as the rest. Everything has internal linkage.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/simd/vexp.h"
+
+namespace pagoda::simd {
+namespace {
+
+template <class V>
+struct Elementwise {
+  using F = typename V::F;
+  using D = typename V::D;
+  static constexpr int L = V::kLanes;
+
+  static F load(const float* p, int64_t left) { return left >= L ? V::load(p) : V::load_tail(p, left); }
+  static void store(float* p, F v, int64_t left) {
+    if (left >= L) V::store(p, v);
+    else V::store_tail(p, v, left);
+  }
+
+  static void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+    // Squares in float, summed in double (four vectors of partial sums).
+    D s0 = V::d_zero(), s1 = V::d_zero(), s2 = V::d_zero(), s3 = V::d_zero();
+    int64_t i = 0;
+    for (; i + 2 * L <= n; i += 2 * L) {
+      const F a = V::load(x + i), b = V::load(x + i + L);
+      const F aa = V::mul(a, a), bb = V::mul(b, b);
+      s0 = V::d_add(s0, V::widen_lo(aa));
+      s1 = V::d_add(s1, V::widen_hi(aa));
+      s2 = V::d_add(s2, V::widen_lo(bb));
+      s3 = V::d_add(s3, V::widen_hi(bb));
+    }
+    for (; i < n; i += L) {
+      const F a = load(x + i, n - i);
+      const F aa = V::mul(a, a);
+      s0 = V::d_add(s0, V::widen_lo(aa));
+      s1 = V::d_add(s1, V::widen_hi(aa));
+    }
+    const double sum = V::d_hsum(V::d_add(V::d_add(s0, s1), V::d_add(s2, s3)));
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    const float scale = 1.0f / sqrtf(mean + eps);
+    const F vs = V::set1(scale);
+    for (i = 0; i < n; i += L) {
+      F o = V::mul(load(x + i, n - i), vs);
+      if (w != nullptr) o = V::mul(o, load(w + i, n - i));
+      store(out + i, o, n - i);
+    }
+  }
+
+  // silu(g) * b with exp_fast (within 1 ulp of expf), so within a few ulp of the scalar
+  // body.
+  static void swiglu(float* a, const float* b, int64_t n) {
+    const F one = V::set1(1.0f);
+    for (int64_t i = 0; i < n; i += L) {
+      const F g = load(a + i, n - i);
+      const F s = V::div(g, V::add(one, exp_fast<V>(V::sub(V::zero(), g))));
+      store(a + i, V::mul(s, load(b + i, n - i)), n - i);
+    }
+  }
+
+  // The table lookup of geglu_scalar in vectors: V::lookup_h rounds like fp32_to_fp16.
+  static void geglu(float* a, const float* b, int64_t n) {
+    const uint16_t* table = gelu_fp16_table_data();
+    const F lo = V::set1(-10.0f), hi = V::set1(10.0f);
+    for (int64_t i = 0; i < n; i += L) {
+      const F x = load(a + i, n - i);
+      F g = V::lookup_h(table, x);
+      g = V::blend(V::ge(x, hi), g, x);
+      g = V::blend(V::le(x, lo), g, V::zero());
+      store(a + i, V::mul(g, load(b + i, n - i)), n - i);
+    }
+  }
+
+  // Max and scaling in vectors; exp is libm's expf bit for bit (vexp.h).
+  static void softmax(float* x, int64_t n) {
+    F mv = V::set1(-INFINITY);
+    int64_t i = 0;
+    for (; i + L <= n; i += L) mv = V::max(V::load(x + i), mv);
+    float mx = V::hmax(mv);
+    for (; i < n; ++i) mx = mx < x[i] ? x[i] : mx;
+    const double sum = exp_shifted_sum<V>(x, n, mx);
+    const F inv = V::set1(static_cast<float>(1.0 / sum));
+    for (i = 0; i < n; i += L) store(x + i, V::mul(load(x + i, n - i), inv), n - i);
+  }
+
+  static void add(float* a, const float* b, int64_t n) {
+    for (int64_t i = 0; i < n; i += L) store(a + i, V::add(load(a + i, n - i), load(b + i, n - i)), n - i);
+  }
+
+  static void scale(float* a, float s, int64_t n) {
+    const F vs = V::set1(s);
+    for (int64_t i = 0; i < n; i += L) store(a + i, V::mul(load(a + i, n - i), vs), n - i);
+  }
+
+  static void exp(float* x, int64_t n) { exp_shifted_sum<V, false>(x, n, 0.0f); }
+
+  static void fill(ElementwiseKernels& k) {
+    k.rms_norm = rms_norm;
+    k.swiglu = swiglu;
+    k.geglu = geglu;
+    k.softmax = softmax;
+    k.add = add;
+    k.scale = scale;
+    k.exp = exp;
+  }
+};
+
+}  // namespace
+}  // namespace pagoda::simd

@@ -1,0 +1,43 @@
+#include "kernels/elementwise/rope.h"
+
+#include <cmath>
+#include <vector>
+
+namespace pagoda {
+
+void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p) {
+  rope_apply(x, n_heads, nullptr, 0, head_dim, pos, p);
+}
+
+void rope_apply(float* q, int32_t n_q_heads, float* k, int32_t n_k_heads, int32_t head_dim, int32_t pos,
+                const RopeParams& p) {
+  const int32_t half = p.rot_dims / 2;
+  // The angles depend only on the position: compute them once for all heads.
+  // theta_i = pos * base^(-2i/rot), by repeated multiplication as ggml does so the
+  // rounding of the angles matches.
+  thread_local std::vector<float> cs;
+  cs.resize(2 * static_cast<size_t>(half));
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rot_dims));
+  float theta = static_cast<float>(pos) * p.freq_scale;
+  for (int32_t i = 0; i < half; ++i) {
+    cs[2 * i] = std::cos(theta);
+    cs[2 * i + 1] = std::sin(theta);
+    theta *= theta_scale;
+  }
+  const bool norm = p.layout == RopeLayout::kNorm;
+  const int32_t n_heads = n_q_heads + (k != nullptr ? n_k_heads : 0);
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* v = h < n_q_heads ? q + static_cast<int64_t>(h) * head_dim
+                             : k + static_cast<int64_t>(h - n_q_heads) * head_dim;
+    for (int32_t i = 0; i < half; ++i) {
+      const int32_t i0 = norm ? 2 * i : i;
+      const int32_t i1 = norm ? 2 * i + 1 : i + half;
+      const float a = v[i0];
+      const float b = v[i1];
+      v[i0] = a * cs[2 * i] - b * cs[2 * i + 1];
+      v[i1] = a * cs[2 * i + 1] + b * cs[2 * i];
+    }
+  }
+}
+
+}  // namespace pagoda

@@ -1,0 +1,153 @@
+#include "kernels/matmul/packed_weights.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/matmul/packed_layout.h"
+#include "kernels/simd/simd_target.h"
+#include "quant/blocks.h"
+#include "quant/k_unpack.h"
+
+namespace pagoda {
+
+namespace simd {
+void register_packed_avx512(DType t, PackedKernels& k);
+void register_packed_k4_avx512(PackedKernels& k);
+}  // namespace simd
+
+namespace {
+
+// Calls fill(dst, row, b) for every row that exists in panels [p0, p1), for each block b
+// of its panel (dst: the block's bytes in the panel, zeroed first).
+template <typename Fill>
+void for_each_panel_block(int64_t rows, int64_t nb, size_t block_bytes, int64_t p0, int64_t p1, uint8_t* out,
+                          Fill fill) {
+  for (int64_t p = p0; p < p1; ++p) {
+    uint8_t* panel = out + static_cast<size_t>(p) * static_cast<size_t>(nb) * block_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* dst = panel + static_cast<size_t>(b) * block_bytes;
+      std::memset(dst, 0, block_bytes);
+      for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < rows; ++r) fill(dst, r, p * kPanelRows + r, b);
+    }
+  }
+}
+
+template <typename B>
+void pack_typed(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
+  using L = packed::Layout<B>;
+  for_each_panel_block(rows, cols / kQK, L::kBlockBytes, p0, p1, out, [&](uint8_t* dst, int64_t r, int64_t row, int64_t b) {
+    const B& blk = reinterpret_cast<const B*>(w + static_cast<size_t>(row) * ws)[b];
+    const auto* qs = reinterpret_cast<const uint8_t*>(blk.qs);
+    // Register j, lane r: quant bytes 4j..4j+3 of the row.
+    for (int j = 0; j < L::kRegs; ++j)
+      for (int k = 0; k < 4; ++k) dst[64 * j + 4 * r + k] = static_cast<uint8_t>(qs[4 * j + k] ^ L::kFlip);
+    if constexpr (L::kHighBits) std::memcpy(dst + L::kQhAt + 4 * r, blk.qh, 4);
+    std::memcpy(dst + L::kScaleAt + 2 * r, &blk.d, 2);
+  });
+}
+
+void pack_q4_K(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
+  using L = packed::K4Layout;
+  for_each_panel_block(rows, cols / kQK_K, L::kBlockBytes, p0, p1, out, [&](uint8_t* dst, int64_t r, int64_t row, int64_t b) {
+    const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(row) * ws)[b];
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 8; ++k)
+        for (int i = 0; i < 4; ++i) dst[(8 * c + k) * 64 + 4 * r + i] = blk.qs[32 * c + 4 * k + i];
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      quant::unpack_k4_scale_min(j, blk.scales, &sc, &m);
+      dst[L::kScalesAt + 16 * j + r] = sc;
+      dst[L::kMinsAt + 32 * (j / 2) + 2 * r + (j % 2)] = m;
+    }
+    std::memcpy(dst + L::kDAt + 2 * r, &blk.d, 2);
+    std::memcpy(dst + L::kDminAt + 2 * r, &blk.dmin, 2);
+  });
+}
+
+const PackedKernels* lookup(DType t, bool respect_env) {
+  static const PackedKernels q4 = [] {
+    PackedKernels k;
+    simd::register_packed_avx512(DType::Q4_0, k);
+    return k;
+  }();
+  static const PackedKernels q5 = [] {
+    PackedKernels k;
+    simd::register_packed_avx512(DType::Q5_0, k);
+    return k;
+  }();
+  static const PackedKernels q8 = [] {
+    PackedKernels k;
+    simd::register_packed_avx512(DType::Q8_0, k);
+    return k;
+  }();
+  static const PackedKernels q4k = [] {
+    PackedKernels k;
+    simd::register_packed_k4_avx512(k);
+    return k;
+  }();
+  if (respect_env) {
+    static const bool off = [] {
+      const char* e = std::getenv("PAGODA_REPACK");
+      if (e == nullptr) return false;
+      for (const char* no : {"0", "off", "false", "no"})
+        if (std::strcmp(e, no) == 0) return true;
+      return false;
+    }();
+    if (off || best_simd_target() != SimdTarget::kAvx512) return nullptr;
+  }
+  const PackedKernels* k = t == DType::Q4_0   ? &q4
+                           : t == DType::Q5_0 ? &q5
+                           : t == DType::Q8_0 ? &q8
+                           : t == DType::Q4_K ? &q4k
+                                              : nullptr;
+  return k != nullptr && k->gemv != nullptr ? k : nullptr;
+}
+
+}  // namespace
+
+const PackedKernels* packed_kernels(DType t) { return lookup(t, true); }
+
+const PackedKernels* packed_kernels_avx512(DType t) {
+  // Looked up on every matmul of a packed matrix: the CPU check is made once.
+  static const bool runs = [] {
+    for (SimdTarget s : runnable_simd_targets())
+      if (s == SimdTarget::kAvx512) return true;
+    return false;
+  }();
+  return runs ? lookup(t, false) : nullptr;
+}
+
+namespace {
+
+// Bytes of one block of a panel (16 rows), or 0 for a format without a packed layout.
+size_t panel_block_bytes(DType t) {
+  switch (t) {
+    case DType::Q4_0: return packed::Layout<BlockQ4_0>::kBlockBytes;
+    case DType::Q5_0: return packed::Layout<BlockQ5_0>::kBlockBytes;
+    case DType::Q8_0: return packed::Layout<BlockQ8_0>::kBlockBytes;
+    case DType::Q4_K: return packed::K4Layout::kBlockBytes;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+bool has_packed_layout(DType t) { return panel_block_bytes(t) != 0; }
+
+size_t packed_panel_bytes(DType t, int64_t cols) {
+  return static_cast<size_t>(cols / dtype_info(t).block_size) * panel_block_bytes(t);
+}
+
+size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
+  return static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows) * packed_panel_bytes(t, cols);
+}
+
+void pack_panels(DType t, const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols, int64_t p0, int64_t p1,
+                 uint8_t* out) {
+  if (t == DType::Q4_0) pack_typed<BlockQ4_0>(w, w_stride, rows, cols, p0, p1, out);
+  if (t == DType::Q5_0) pack_typed<BlockQ5_0>(w, w_stride, rows, cols, p0, p1, out);
+  if (t == DType::Q8_0) pack_typed<BlockQ8_0>(w, w_stride, rows, cols, p0, p1, out);
+  if (t == DType::Q4_K) pack_q4_K(w, w_stride, rows, cols, p0, p1, out);
+}
+
+}  // namespace pagoda
