@@ -35,20 +35,15 @@ std::string map_bytes(std::string_view bytes) {
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> BpeTokenizer::make(Vocab vocab) {
-  const std::optional<PreTokenizer> pre = pre_tokenizer_from_name(vocab.pre);
-  if (!pre) {
-    return error(
-        "byte-level BPE pre-tokenizer '{}' is not supported (known: default, gpt-2, llama3, "
-        "llama-bpe, qwen2 and aliases)",
-        vocab.pre);
-  }
-  return std::unique_ptr<Tokenizer>(new BpeTokenizer(std::move(vocab), *pre));
+  auto pre = WordSplitter::for_name(vocab.pre);
+  if (!pre) return pre.status();
+  return std::unique_ptr<Tokenizer>(new BpeTokenizer(std::move(vocab), std::move(pre.value())));
 }
 
-BpeTokenizer::BpeTokenizer(Vocab vocab, PreTokenizer pre)
+BpeTokenizer::BpeTokenizer(Vocab vocab, WordSplitter pre)
     : Tokenizer(std::move(vocab)),
-      pre_(pre),
-      ignore_merges_(pre == PreTokenizer::kLlama3),
+      pre_(std::move(pre)),
+      ignore_merges_(pre_.ignore_merges()),
       index_(build_piece_index(vocab_)),
       special_(vocab_) {
   for (int b = 0; b < 256; ++b) {
@@ -87,7 +82,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
     }
     const std::string_view part = text.substr(f.begin, f.end - f.begin);
     words.clear();
-    pre_tokenize(pre_, part, words);
+    pre_.split(part, words);
     for (const WordSpan& w : words) encode_word(part.substr(w.begin, w.end - w.begin), out);
   }
   if (add_special && vocab_.add_eos && vocab_.eos >= 0) out.push_back(vocab_.eos);

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "tokenizer/piece_index.h"
-#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/word_splitter.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,7 +25,7 @@ class BpeTokenizer final : public Tokenizer {
   std::string token_to_bytes(int32_t id, bool render_special) const override;
 
  private:
-  BpeTokenizer(Vocab vocab, PreTokenizer pre);
+  BpeTokenizer(Vocab vocab, WordSplitter pre);
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
   void push_token(int32_t id, std::vector<int32_t>& out) const;
 
@@ -37,7 +37,7 @@ class BpeTokenizer final : public Tokenizer {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
 
-  PreTokenizer pre_;
+  WordSplitter pre_;
   // Llama 3's tokenizer (tiktoken) looks a whole word up before merging; a few words
   // that are tokens are not reachable by the merges, so this changes results.
   bool ignore_merges_;

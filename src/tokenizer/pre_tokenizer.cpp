@@ -127,24 +127,6 @@ class Matcher {
 
 }  // namespace
 
-std::optional<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
-  static constexpr std::array<std::string_view, 3> kGpt2Names = {"", "default", "gpt-2"};
-  static constexpr std::array<std::string_view, 6> kLlama3Names = {
-      "llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral", "lfm2"};
-  static constexpr std::array<std::string_view, 3> kQwen2Names = {"qwen2", "deepseek-r1-qwen",
-                                                                  "megrez"};
-  for (auto n : kGpt2Names) {
-    if (n == name) return PreTokenizer::kGpt2;
-  }
-  for (auto n : kLlama3Names) {
-    if (n == name) return PreTokenizer::kLlama3;
-  }
-  for (auto n : kQwen2Names) {
-    if (n == name) return PreTokenizer::kQwen2;
-  }
-  return std::nullopt;
-}
-
 void pre_tokenize(PreTokenizer kind, std::string_view text, std::vector<WordSpan>& out) {
   std::vector<Cp> cps;
   cps.reserve(text.size());

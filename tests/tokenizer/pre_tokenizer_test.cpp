@@ -50,13 +50,6 @@ TEST(PreTokenizer, NonAsciiClasses) {
   EXPECT_EQ(words(PreTokenizer::kLlama3, "a\xFF\xFE b"), (W{"a", "\xFF\xFE", " b"}));
 }
 
-TEST(PreTokenizer, Names) {
-  EXPECT_EQ(pre_tokenizer_from_name("llama-bpe"), PreTokenizer::kLlama3);
-  EXPECT_EQ(pre_tokenizer_from_name("qwen2"), PreTokenizer::kQwen2);
-  EXPECT_EQ(pre_tokenizer_from_name("default"), PreTokenizer::kGpt2);
-  EXPECT_EQ(pre_tokenizer_from_name("something-else"), std::nullopt);
-}
-
 TEST(UnicodeClass, Samples) {
   EXPECT_EQ(unicode_class('a'), UnicodeClass::kLetter);
   EXPECT_EQ(unicode_class('7'), UnicodeClass::kNumber);
