@@ -5,6 +5,7 @@
 #include "gguf/gguf_file.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/wpm_tokenizer.h"
 
 namespace pagoda {
 namespace {
@@ -44,6 +45,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(Vocab vocab) {
       return SpmTokenizer::make(std::move(vocab));
     case TokenizerKind::kByteLevelBpe:
       return BpeTokenizer::make(std::move(vocab));
+    case TokenizerKind::kWordPiece:
+      return WpmTokenizer::make(std::move(vocab));
   }
   return error("unknown tokenizer kind");
 }

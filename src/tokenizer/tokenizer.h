@@ -1,6 +1,7 @@
-// Text <-> token ids for the two tokenizer families in GGUF files: SentencePiece-style
-// BPE with byte fallback (tokenizer.ggml.model = "llama": Llama 2, Gemma) and byte-level
-// BPE with a pre-tokenizer regex ("gpt2": Llama 3, Qwen2). Immutable after construction,
+// Text <-> token ids for the tokenizer families in GGUF files: SentencePiece-style BPE
+// with byte fallback (tokenizer.ggml.model = "llama": Llama 2, Gemma), byte-level BPE
+// with a pre-tokenizer ("gpt2": Llama 3, Qwen2 and the ~95 tokenizer.ggml.pre names of
+// pre_tokenizer_table.cpp) and WordPiece ("bert": BERT-style embedding models). Immutable after construction,
 // so one instance may be shared across threads.
 #pragma once
 

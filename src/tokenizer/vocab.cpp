@@ -100,8 +100,10 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
     v.kind = TokenizerKind::kSentencePiece;
   } else if (*model == "gpt2") {
     v.kind = TokenizerKind::kByteLevelBpe;
+  } else if (*model == "bert") {
+    v.kind = TokenizerKind::kWordPiece;
   } else {
-    return error("{}: tokenizer.ggml.model = '{}' is not supported (only 'llama' and 'gpt2')",
+    return error("{}: tokenizer.ggml.model = '{}' is not supported (only 'llama', 'gpt2' and 'bert')",
                  f.path(), *model);
   }
   v.pre = f.get_string("tokenizer.ggml.pre").value_or("");
@@ -150,6 +152,17 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
     v.add_space_prefix = true;
   } else {
     v.add_space_prefix = false;
+  }
+  if (v.kind == TokenizerKind::kWordPiece) {
+    // BERT frames a text as [CLS] ... [SEP]: the converter writes those ids under their
+    // own keys ("seperator" is the key's spelling).
+    PAGODA_TRY(read_token_id(f, "tokenizer.ggml.cls_token_id", n, v.bos));
+    PAGODA_TRY(read_token_id(f, "tokenizer.ggml.seperator_token_id", n, v.eos));
+    v.add_bos = v.add_eos = true;
+    v.add_space_prefix = true;  // the "▁" of a text's first word is not a space in the text
+    read_bool(f, "tokenizer.ggml.normalizer.lowercase", v.lowercase);
+    v.strip_accents = v.lowercase;  // Hugging Face's default follows lowercase
+    read_bool(f, "tokenizer.ggml.normalizer.strip_accents", v.strip_accents);
   }
   PAGODA_TRY(read_token_id(f, "tokenizer.ggml.bos_token_id", n, v.bos));
   PAGODA_TRY(read_token_id(f, "tokenizer.ggml.eos_token_id", n, v.eos));

@@ -18,7 +18,7 @@ enum class TokenType : int32_t {
   kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
 };
 
-enum class TokenizerKind { kSentencePiece /* "llama" */, kByteLevelBpe /* "gpt2" */ };
+enum class TokenizerKind { kSentencePiece /* "llama" */, kByteLevelBpe /* "gpt2" */, kWordPiece /* "bert" */ };
 
 struct Vocab {
   TokenizerKind kind = TokenizerKind::kSentencePiece;
@@ -31,6 +31,7 @@ struct Vocab {
   std::vector<int32_t> eog;  // end-of-generation ids (eos, eot, <end_of_turn>, ...)
   bool add_bos = false, add_eos = false;
   bool add_space_prefix = true;  // SentencePiece only
+  bool lowercase = true, strip_accents = true;  // WordPiece: tokenizer.ggml.normalizer.*
 
   static Result<Vocab> from_gguf(const GgufFile& file);
 

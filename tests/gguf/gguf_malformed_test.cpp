@@ -45,13 +45,10 @@ class Malformed : public ::testing::Test {
   // containing every one of `parts`.
   void expect_failure(std::initializer_list<std::string_view> parts) {
     write_bytes(path_, bytes_);
-    auto start = std::chrono::steady_clock::now();
+    // (No time bound: a loop over a bogus count would hang, which ctest's timeout
+    // catches; a wall-clock assertion would only measure the machine's load.)
     auto f = GgufFile::open(path_);
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::steady_clock::now() - start)
-                  .count();
     ASSERT_FALSE(f.is_ok()) << "a corrupt file opened";
-    EXPECT_LT(ms, 1000) << "refusing a corrupt file must be fast";
     const std::string& msg = f.status().message();
     EXPECT_EQ(msg.rfind(path_ + ": ", 0), 0u) << msg;
     for (std::string_view part : parts)

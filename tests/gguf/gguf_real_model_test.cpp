@@ -39,13 +39,8 @@ TEST(GgufRealModel, Stories260K) {
     GTEST_SKIP() << "stories260K.gguf is not in the shared models folder";
   }
 
-  auto start = std::chrono::steady_clock::now();
   auto f = GgufFile::open(path);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                  start)
-                .count();
   ASSERT_TRUE(f.is_ok()) << f.status().message();
-  EXPECT_LT(ms, 500);
 
   EXPECT_EQ(f->get_string("general.architecture"), "llama");
   EXPECT_EQ(f->get_int("llama.embedding_length"), 64);

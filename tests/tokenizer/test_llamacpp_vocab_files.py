@@ -32,7 +32,6 @@ def vocab_names() -> list[str]:
 
 # Tokenizer models Pagoda does not read yet; strict, so a fix shows up as a failure here.
 NOT_YET = {
-    "bert-bge": "WordPiece (tokenizer.ggml.model = bert) is not implemented yet",
     "gemma-4": "BPE over raw UTF-8 (tokenizer.ggml.model = gemma4) is not implemented yet",
 }
 
