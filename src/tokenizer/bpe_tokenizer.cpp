@@ -141,10 +141,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
   for (int32_t i = 0; i >= 0; i = sym[i].next) push_token(sym[i].id, out);
 }
 
-std::string BpeTokenizer::token_to_bytes(int32_t id, bool render_special) const {
-  if (id < 0 || id >= vocab_size()) return {};
-  const std::string& piece = vocab_.pieces[id];
-  if (auto special = non_text_token_bytes(vocab_.type(id), piece, render_special)) return *special;
+std::string BpeTokenizer::text_piece_bytes(const std::string& piece) const {
   std::string out;
   out.reserve(piece.size());
   for (size_t i = 0; i < piece.size();) {

@@ -22,9 +22,9 @@ class BpeTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
-  std::string token_to_bytes(int32_t id, bool render_special) const override;
 
  private:
+  std::string text_piece_bytes(const std::string& piece) const override;
   BpeTokenizer(Vocab vocab, WordSplitter pre);
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
   void push_token(int32_t id, std::vector<int32_t>& out) const;

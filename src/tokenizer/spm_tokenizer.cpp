@@ -136,10 +136,7 @@ void SpmTokenizer::emit_symbol(std::string_view piece, std::vector<int32_t>& out
   }
 }
 
-std::string SpmTokenizer::token_to_bytes(int32_t id, bool render_special) const {
-  if (id < 0 || id >= vocab_size()) return {};
-  const std::string& piece = vocab_.pieces[id];
-  if (auto special = non_text_token_bytes(vocab_.type(id), piece, render_special)) return *special;
+std::string SpmTokenizer::text_piece_bytes(const std::string& piece) const {
   std::string out;
   out.reserve(piece.size());
   for (size_t i = 0; i < piece.size();) {

@@ -19,9 +19,9 @@ class SpmTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
-  std::string token_to_bytes(int32_t id, bool render_special) const override;
 
  private:
+  std::string text_piece_bytes(const std::string& piece) const override;
   explicit SpmTokenizer(Vocab vocab);
   // Tokenizes one stretch of plain text (no special tokens inside).
   void encode_text(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;

@@ -4,6 +4,7 @@
 
 #include "gguf/gguf_file.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/piece_index.h"
 #include "tokenizer/spm_tokenizer.h"
 #include "tokenizer/wpm_tokenizer.h"
 
@@ -57,6 +58,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& file) {
   Result<std::unique_ptr<Tokenizer>> tok = create(std::move(vocab).value());
   if (!tok) return error("{}: {}", file.path(), tok.status().message());
   return tok;
+}
+
+std::string Tokenizer::token_to_bytes(int32_t id, bool render_special) const {
+  if (id < 0 || id >= vocab_size()) return {};
+  const std::string& piece = vocab_.pieces[id];
+  if (auto special = non_text_token_bytes(vocab_.type(id), piece, render_special)) return *special;
+  return text_piece_bytes(piece);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {

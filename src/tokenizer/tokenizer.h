@@ -33,7 +33,7 @@ class Tokenizer {
   // The bytes a token stands for when it appears in generated text (SPM "▁" becomes a
   // space, <0xAB> becomes the byte 0xAB, byte-level BPE characters map back to bytes;
   // control tokens give "" unless render_special).
-  virtual std::string token_to_bytes(int32_t id, bool render_special = false) const = 0;
+  std::string token_to_bytes(int32_t id, bool render_special = false) const;
 
   // Concatenated bytes of the tokens; a leading space from add_space_prefix is removed
   // when the first token is at the start of the text.
@@ -45,6 +45,9 @@ class Tokenizer {
 
  protected:
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+  // The bytes of a text piece (token_to_bytes has handled ids out of range, control,
+  // unknown and byte tokens): each tokenizer family spells spaces and bytes its own way.
+  virtual std::string text_piece_bytes(const std::string& piece) const = 0;
   Vocab vocab_;
 };
 

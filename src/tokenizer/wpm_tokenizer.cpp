@@ -96,10 +96,7 @@ void WpmTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
   }
 }
 
-std::string WpmTokenizer::token_to_bytes(int32_t id, bool render_special) const {
-  if (id < 0 || id >= vocab_size()) return {};
-  const std::string& piece = vocab_.pieces[id];
-  if (auto special = non_text_token_bytes(vocab_.type(id), piece, render_special)) return *special;
+std::string WpmTokenizer::text_piece_bytes(const std::string& piece) const {
   if (piece.compare(0, kWordMark.size(), kWordMark) != 0) return piece;
   std::string out(1, ' ');
   out.append(piece, kWordMark.size(), std::string::npos);

@@ -22,9 +22,9 @@ class WpmTokenizer final : public Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> make(Vocab vocab);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override;
-  std::string token_to_bytes(int32_t id, bool render_special) const override;
 
  private:
+  std::string text_piece_bytes(const std::string& piece) const override;
   explicit WpmTokenizer(Vocab vocab);
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
   void encode_word(const std::string& word, std::vector<int32_t>& out) const;
