@@ -1,5 +1,6 @@
 #include "tokenizer/bpe_tokenizer.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "tokenizer/byte_unicode.h"
@@ -7,6 +8,14 @@
 
 namespace pagoda {
 namespace {
+
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // "▁"
+
+// "<0xAB>": how raw-UTF-8 vocabularies spell a byte token.
+std::string byte_piece_name(int b) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return std::string{'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+}
 
 struct Symbol {
   int32_t id;  // -1 once merged into its left neighbour
@@ -44,11 +53,13 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, WordSplitter pre)
     : Tokenizer(std::move(vocab)),
       pre_(std::move(pre)),
       ignore_merges_(pre_.ignore_merges()),
+      raw_utf8_(pre_.raw_utf8()),
       index_(build_piece_index(vocab_)),
       special_(vocab_) {
   for (int b = 0; b < 256; ++b) {
     std::string piece;
-    utf8::append(piece, byte_to_codepoint(static_cast<uint8_t>(b)));
+    if (raw_utf8_) piece = byte_piece_name(b);
+    else utf8::append(piece, byte_to_codepoint(static_cast<uint8_t>(b)));
     byte_token_[b] = find_piece(index_, piece);
   }
   merges_.reserve(vocab_.merges.size());
@@ -75,12 +86,22 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
   out.reserve(text.size() / 3 + 2);
   if (add_special && vocab_.add_bos && vocab_.bos >= 0) out.push_back(vocab_.bos);
   std::vector<WordSpan> words;
+  std::string escaped;
   for (const Fragment& f : special_.split(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);
       continue;
     }
-    const std::string_view part = text.substr(f.begin, f.end - f.begin);
+    std::string_view part = text.substr(f.begin, f.end - f.begin);
+    if (raw_utf8_) {
+      // Spaces are written "▁" before splitting, as the normalizer of these vocabularies does.
+      escaped.clear();
+      for (char c : part) {
+        if (c == ' ') escaped += kSpaceMark;
+        else escaped += c;
+      }
+      part = escaped;
+    }
     words.clear();
     pre_.split(part, words);
     for (const WordSpan& w : words) encode_word(part.substr(w.begin, w.end - w.begin), out);
@@ -98,23 +119,38 @@ void BpeTokenizer::push_token(int32_t id, std::vector<int32_t>& out) const {
 }
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {
-  if (word.size() == 1) {
+  if (!raw_utf8_ && word.size() == 1) {
     push_token(byte_token_[static_cast<unsigned char>(word[0])], out);
     return;
   }
-  if (ignore_merges_) {
-    const int32_t id = find_piece(index_, map_bytes(word));
+  // Words taken whole when they are a token: Llama 3's (ignore_merges), and Gemma 4's
+  // runs of newlines (its merges do not reach every run the vocabulary has).
+  if (ignore_merges_ || (raw_utf8_ && word.find_first_not_of('\n') == std::string_view::npos)) {
+    const int32_t id = find_piece(index_, raw_utf8_ ? std::string(word) : map_bytes(word));
     if (id >= 0 && is_text_token(vocab_, id)) {
       out.push_back(id);
       return;
     }
   }
 
-  const auto n = static_cast<int32_t>(word.size());
-  std::vector<Symbol> sym(n);
-  for (int32_t i = 0; i < n; ++i) {
-    sym[i] = {byte_token_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  // The first symbols: one per byte (in GPT-2's alphabet), or per UTF-8 character for
+  // raw-UTF-8 vocabularies, where a character with no piece (-1) never merges and is
+  // written as its <0xXX> byte tokens.
+  std::vector<Symbol> sym;
+  std::vector<uint32_t> at;  // byte offset of each first symbol, and the word's end
+  sym.reserve(word.size());
+  at.reserve(word.size() + 1);
+  for (size_t i = 0; i < word.size();) {
+    const size_t len = raw_utf8_ ? std::max<size_t>(1, utf8::decode(word, i).len) : 1;
+    const int32_t id = raw_utf8_ ? find_piece(index_, word.substr(i, len)) : byte_token_[static_cast<unsigned char>(word[i])];
+    const auto k = static_cast<int32_t>(sym.size());
+    sym.push_back({id, k - 1, k + 1});
+    at.push_back(static_cast<uint32_t>(i));
+    i += len;
   }
+  sym.back().next = -1;
+  at.push_back(static_cast<uint32_t>(word.size()));
+  const auto n = static_cast<int32_t>(sym.size());
   std::priority_queue<Bigram> queue;
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0 || sym[left].id < 0 || sym[right].id < 0) return;
@@ -138,10 +174,28 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
     try_add(l.prev, b.left);
     try_add(b.left, l.next);
   }
-  for (int32_t i = 0; i >= 0; i = sym[i].next) push_token(sym[i].id, out);
+  for (int32_t i = 0; i >= 0; i = sym[i].next) {
+    if (sym[i].id < 0 && raw_utf8_) {
+      for (uint32_t k = at[i]; k < at[i + 1]; ++k) push_token(byte_token_[static_cast<unsigned char>(word[k])], out);
+    } else {
+      push_token(sym[i].id, out);
+    }
+  }
 }
 
 std::string BpeTokenizer::text_piece_bytes(const std::string& piece) const {
+  if (raw_utf8_) {
+    std::string out;
+    for (size_t i = 0; i < piece.size();) {
+      if (piece.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
+        out += ' ';
+        i += kSpaceMark.size();
+      } else {
+        out += piece[i++];
+      }
+    }
+    return out;
+  }
   std::string out;
   out.reserve(piece.size());
   for (size_t i = 0; i < piece.size();) {

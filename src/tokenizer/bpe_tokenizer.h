@@ -41,9 +41,12 @@ class BpeTokenizer final : public Tokenizer {
   // Llama 3's tokenizer (tiktoken) looks a whole word up before merging; a few words
   // that are tokens are not reachable by the merges, so this changes results.
   bool ignore_merges_;
+  // Gemma 4's BPE: spaces become "▁", symbols are UTF-8 characters rather than GPT-2's
+  // byte alphabet, and bytes without a piece fall back to <0xAB> tokens.
+  bool raw_utf8_;
   PieceIndex index_;
   SpecialTokenMatcher special_;
-  std::array<int32_t, 256> byte_token_;  // the single-character piece of each byte
+  std::array<int32_t, 256> byte_token_;  // the piece of each byte (its GPT-2 character, or <0xAB>)
   std::unordered_map<uint64_t, Merge> merges_;
 };
 

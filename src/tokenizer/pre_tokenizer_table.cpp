@@ -2,8 +2,8 @@
 // expressions, applied in order (regex_split.h), as Hugging Face's tokenizer.json gives
 // them (llama.cpp rewrites some for std::regex; PCRE2 takes the originals), and whether
 // BPE looks a whole word up before merging (ignore_merges). Names llama.cpp handles with
-// custom code (kimi-k2, afmoe, superbpe) or whose BPE runs on raw UTF-8 instead of the
-// GPT-2 byte alphabet (gemma4, sarvam-moe, whitespace) are not listed yet.
+// custom code (kimi-k2, afmoe, superbpe) and "whitespace" (WordPiece-like) are not
+// listed yet.
 #include "tokenizer/pre_tokenizer_table.h"
 
 namespace pagoda {
@@ -27,6 +27,8 @@ const std::vector<PreTokenizerSpec>& pre_tokenizer_specs() {
     {{"dbrx", "smaug-bpe", "chatglm-bpe"}, {}, kNoFlags, PreTokenizer::kLlama3},
     {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2"},
      {}, kNoFlags, PreTokenizer::kQwen2},
+    // BPE over raw UTF-8 (the normalizer writes spaces as "▁"): only newlines split.
+    {{"gemma4", "granite-embed-multi-311m", "sarvam-moe"}, {"[^\\n]+|[\\n]+"}, kNoFlags, std::nullopt, true},
     {{"default", ""},
      {"[\\p{P}\\$\\+<=>\\^~\\|]+",
       "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",

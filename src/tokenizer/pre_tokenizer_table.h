@@ -17,6 +17,7 @@ struct PreTokenizerSpec {
   std::vector<std::string_view> regexes;  // applied in order; empty when `hand` is set
   bool ignore_merges = false;             // a word that is a token is taken whole
   std::optional<PreTokenizer> hand;
+  bool raw_utf8 = false;  // BPE over UTF-8 characters with spaces as "▁", not GPT-2 bytes
 };
 
 const std::vector<PreTokenizerSpec>& pre_tokenizer_specs();

@@ -100,13 +100,16 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
     v.kind = TokenizerKind::kSentencePiece;
   } else if (*model == "gpt2") {
     v.kind = TokenizerKind::kByteLevelBpe;
+  } else if (*model == "gemma4") {
+    // Byte-level BPE's machinery over raw UTF-8; the pre-tokenizer name says so.
+    v.kind = TokenizerKind::kByteLevelBpe;
   } else if (*model == "bert") {
     v.kind = TokenizerKind::kWordPiece;
   } else {
-    return error("{}: tokenizer.ggml.model = '{}' is not supported (only 'llama', 'gpt2' and 'bert')",
+    return error("{}: tokenizer.ggml.model = '{}' is not supported (only 'llama', 'gpt2', 'gemma4' and 'bert')",
                  f.path(), *model);
   }
-  v.pre = f.get_string("tokenizer.ggml.pre").value_or("");
+  v.pre = f.get_string("tokenizer.ggml.pre").value_or(*model == "gemma4" ? "gemma4" : "");
 
   PAGODA_TRY(read_string_array(f, "tokenizer.ggml.tokens", v.pieces, /*required=*/true));
   const size_t n = v.pieces.size();

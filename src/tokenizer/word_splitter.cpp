@@ -11,6 +11,7 @@ Result<WordSplitter> WordSplitter::for_name(std::string_view pre) {
     if (!hit) continue;
     WordSplitter w;
     w.ignore_merges_ = spec.ignore_merges;
+    w.raw_utf8_ = spec.raw_utf8;
     w.hand_ = spec.hand;
     if (!w.hand_) {
       auto r = RegexSplitter::compile(spec.regexes);

@@ -24,6 +24,8 @@ class WordSplitter {
   // BPE takes a word that is itself a token whole, before any merge (llama.cpp's
   // ignore_merges, as Hugging Face's Llama 3 tokenizer does).
   bool ignore_merges() const { return ignore_merges_; }
+  // BPE over raw UTF-8 with spaces escaped as "▁" (Gemma 4) instead of GPT-2's bytes.
+  bool raw_utf8() const { return raw_utf8_; }
   // How many names are known (for messages and tests).
   static size_t known_names();
 
@@ -31,6 +33,7 @@ class WordSplitter {
   std::optional<PreTokenizer> hand_;
   std::shared_ptr<const RegexSplitter> regex_;
   bool ignore_merges_ = false;
+  bool raw_utf8_ = false;
 };
 
 }  // namespace pagoda

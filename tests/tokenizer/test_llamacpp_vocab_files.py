@@ -30,19 +30,12 @@ def vocab_names() -> list[str]:
                   if p.with_name(p.name[:-len(".out")] + ".inp").exists())
 
 
-# Tokenizer models Pagoda does not read yet; strict, so a fix shows up as a failure here.
-NOT_YET = {
-    "gemma-4": "BPE over raw UTF-8 (tokenizer.ggml.model = gemma4) is not implemented yet",
-}
-
-
 @pytest.fixture
 def tool(pagoda_bin):
     return pagoda_bin("pagoda-tokenize-tool")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[n]))
-                                  if n in NOT_YET else n for n in vocab_names()])
+@pytest.mark.parametrize("name", vocab_names())
 def test_vocab_file_tokenizes_as_huggingface(name, tool):
     d = vocab_dir()
     if d is None:
