@@ -89,6 +89,7 @@ GENERATED_ARCHS = [
     ("qwen2", []),
     ("gemma3", ["--layers", "6", "--sliding-window", "16"]),
     ("qwen3", []),
+    ("granite", []),
 ]
 GENERATED_TYPES = ["F32", "Q8_0"]
 GENERATED_SEED = 7

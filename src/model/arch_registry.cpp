@@ -12,9 +12,10 @@ extern const ArchSpec kArchLlama;
 extern const ArchSpec kArchQwen2;
 extern const ArchSpec kArchGemma3;
 extern const ArchSpec kArchQwen3;
+extern const ArchSpec kArchGranite;
 
 namespace {
-const std::array<const ArchSpec*, 4> kArchs = {&kArchLlama, &kArchQwen2, &kArchGemma3, &kArchQwen3};
+const std::array<const ArchSpec*, 5> kArchs = {&kArchLlama, &kArchQwen2, &kArchGemma3, &kArchQwen3, &kArchGranite};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }

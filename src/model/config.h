@@ -33,6 +33,8 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   float attn_scale = 0.0f;   // multiplies q.k; 1/sqrt(head_dim) unless the arch says otherwise
   float embed_scale = 1.0f;  // multiplies token embeddings (Gemma: sqrt(n_embd))
+  float residual_scale = 1.0f;  // multiplies each attention / FFN output before the residual add (Granite)
+  float logit_scale = 1.0f;     // the logits are divided by it (Granite)
   FfnActivation act = FfnActivation::kSilu;
   RopeParams rope;           // global-attention layers
   RopeParams rope_local;     // sliding-window layers

@@ -269,7 +269,7 @@ void Model::ffn_block(int32_t l, int64_t n) {
   residual_add(L.post_ffw_norm, l + 1 < c.n_layer ? weights_.layers[l + 1].attn_norm : nullptr, n);
 }
 
-// x_ += post_norm(proj_) (post_norm when the architecture has it), then xn_ = the next
+// x_ += post_norm(proj_) * residual_scale (each when the architecture has it), then xn_ = the next
 // sub-block's norm of x_ while the row is in cache (none after the last layer).
 void Model::residual_add(const float* post_norm, const float* next_norm, int64_t n) {
   const ModelConfig& c = config_;
@@ -277,6 +277,7 @@ void Model::residual_add(const float* post_norm, const float* next_norm, int64_t
   for_each_token(*pool_, n, E, [&](int64_t t) {
     float* p = &proj_[t * E];
     if (post_norm != nullptr) rms_norm(p, post_norm, E, c.rms_eps, p);
+    if (c.residual_scale != 1.0f) scale_inplace(p, c.residual_scale, E);
     add_inplace(&x_[t * E], p, E);
     if (next_norm != nullptr) rms_norm(&x_[t * E], next_norm, E, c.rms_eps, &xn_[t * E]);
   });
@@ -299,7 +300,13 @@ void Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool al
     }
     t0 += s.n_tokens;
   }
-  if (rows > 0) matmul(weights_.output, xn_.data(), rows, logits, *pool_);
+  if (rows == 0) return;
+  matmul(weights_.output, xn_.data(), rows, logits, *pool_);
+  if (c.logit_scale != 1.0f) {
+    // ggml multiplies by the reciprocal, so the bits follow llama.cpp's.
+    const int64_t V = c.n_vocab;
+    for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(logits + r * V, 1.0f / c.logit_scale, V); });
+  }
 }
 
 }  // namespace pagoda

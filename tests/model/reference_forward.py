@@ -11,6 +11,8 @@ and the hparams in src/llama-model.cpp):
           output.weight if present, else tied to token_embd.
   qwen2   llama + biases on attn_q / attn_k / attn_v; NEOX RoPE, rotating (x[i], x[i+n_rot/2]).
   qwen3   llama + per-head RMSNorm of q and k (attn_q_norm / attn_k_norm) before NEOX RoPE.
+  granite llama + embeddings times granite.embedding_scale, q.k times granite.attention.scale,
+          attention and FFN outputs times granite.residual_scale, logits / granite.logit_scale.
   gemma3  embeddings * sqrt(n_embd); per-head RMSNorm of q and k (attn_q_norm / attn_k_norm)
           after the projection and before RoPE; NEOX RoPE; layer il is a sliding-window layer
           when il % 6 < 5 (rope base 10000, query at p sees keys j with p - j < window), the
@@ -51,6 +53,12 @@ class HParams:
     rope_scale: float  # llama.cpp freq_scale = 1 / rope.scaling.factor (linear scaling only)
     n_rot: int
     sliding_window: int  # 0 = none
+    # Granite's multipliers (llama.cpp's f_embedding_scale, f_attention_scale,
+    # f_residual_scale, f_logit_scale; 0 = not applied).
+    embedding_scale: float = 0.0
+    attention_scale: float = 0.0
+    residual_scale: float = 0.0
+    logit_scale: float = 0.0
 
 
 def _field(reader: GGUFReader, key: str, default=None):
@@ -60,7 +68,7 @@ def _field(reader: GGUFReader, key: str, default=None):
 
 def read_hparams(reader: GGUFReader) -> HParams:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen2", "gemma3", "qwen3"):
+    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite"):
         raise ValueError(f"reference: architecture {arch!r} not supported")
     g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
@@ -82,6 +90,10 @@ def read_hparams(reader: GGUFReader) -> HParams:
         rope_scale=1.0 / factor if (factor and scaling == "linear") else 1.0,
         n_rot=int(g("rope.dimension_count", head_dim)),
         sliding_window=int(g("attention.sliding_window", 0)),
+        embedding_scale=float(g("embedding_scale", 0.0)),
+        attention_scale=float(g("attention.scale", 0.0)),
+        residual_scale=float(g("residual_scale", 0.0)),
+        logit_scale=float(g("logit_scale", 0.0)),
     )
 
 
@@ -201,7 +213,8 @@ class ReferenceModel:
         k = rope(k, pos, hp.n_rot, base, scale, neox)
         if self.f16_attention:
             q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
-        o = attention(q, k, v, pos, 1.0 / math.sqrt(hp.head_dim), hp.sliding_window if swa else 0,
+        kq_scale = hp.attention_scale or 1.0 / math.sqrt(hp.head_dim)
+        o = attention(q, k, v, pos, kq_scale, hp.sliding_window if swa else 0,
                       f16_probs=self.f16_attention)
         return self.linear(o.reshape(T, hp.n_head * hp.head_dim), p + "attn_output")
 
@@ -217,10 +230,14 @@ class ReferenceModel:
         a = self.attention_block(rms_norm(x, w[p + "attn_norm.weight"], hp.eps), il, pos)
         if hp.arch == "gemma3":
             a = rms_norm(a, w[p + "post_attention_norm.weight"], hp.eps)
+        if hp.residual_scale:
+            a = a * hp.residual_scale
         x = x + a
         f = self.ffn_block(rms_norm(x, w[p + "ffn_norm.weight"], hp.eps), il)
         if hp.arch == "gemma3":
             f = rms_norm(f, w[p + "post_ffw_norm.weight"], hp.eps)
+        if hp.residual_scale:
+            f = f * hp.residual_scale
         return x + f
 
     def forward(self, ids) -> np.ndarray:
@@ -232,10 +249,13 @@ class ReferenceModel:
         x = self.w["token_embd.weight"][ids]
         if self.hp.arch == "gemma3":
             x = x * math.sqrt(self.hp.n_embd)
+        if self.hp.embedding_scale:
+            x = x * self.hp.embedding_scale
         for il in range(self.hp.n_layer):
             x = self.layer(x, il, pos)
         x = rms_norm(x, self.w["output_norm.weight"], self.hp.eps)
-        return self.linear(x, "output" if "output.weight" in self.w else "token_embd")  # else tied
+        logits = self.linear(x, "output" if "output.weight" in self.w else "token_embd")  # else tied
+        return logits / self.hp.logit_scale if self.hp.logit_scale else logits
 
     def greedy(self, prompt, n: int) -> list[int]:
         """n greedy tokens after prompt (full recompute each step; first index wins ties)."""
