@@ -90,6 +90,7 @@ GENERATED_ARCHS = [
     ("gemma3", ["--layers", "6", "--sliding-window", "16"]),
     ("qwen3", []),
     ("granite", []),
+    ("smollm3", ["--layers", "4"]),  # layer 3 is a NoPE layer
 ]
 GENERATED_TYPES = ["F32", "Q8_0"]
 GENERATED_SEED = 7

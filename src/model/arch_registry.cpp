@@ -13,9 +13,11 @@ extern const ArchSpec kArchQwen2;
 extern const ArchSpec kArchGemma3;
 extern const ArchSpec kArchQwen3;
 extern const ArchSpec kArchGranite;
+extern const ArchSpec kArchSmollm3;
 
 namespace {
-const std::array<const ArchSpec*, 5> kArchs = {&kArchLlama, &kArchQwen2, &kArchGemma3, &kArchQwen3, &kArchGranite};
+const std::array<const ArchSpec*, 6> kArchs = {&kArchLlama, &kArchQwen2, &kArchGemma3, &kArchQwen3, &kArchGranite,
+                                                &kArchSmollm3};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }

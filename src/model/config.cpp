@@ -66,6 +66,7 @@ Result<ModelConfig> read_config(const GgufFile& f) {
   else if (scaling && *scaling != "none" && *scaling != "linear")
     return error("{}: rope scaling '{}' is not supported yet", f.path(), *scaling);
   c.layer_is_local.assign(c.n_layer, false);
+  c.layer_skips_rope.assign(c.n_layer, false);
   if (auto sw = f.get_int(a + "attention.sliding_window")) c.sliding_window = static_cast<int32_t>(*sw);
   return c;
 }

@@ -40,6 +40,7 @@ struct ModelConfig {
   RopeParams rope_local;     // sliding-window layers
   int32_t sliding_window = 0;
   std::vector<bool> layer_is_local;  // per layer: sliding-window attention
+  std::vector<bool> layer_skips_rope;  // per layer: no RoPE at all (SmolLM3's NoPE layers)
 
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }

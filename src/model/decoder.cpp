@@ -230,7 +230,7 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
         rms_norm(kt + h * c.head_dim, L.k_norm, c.head_dim, c.rms_eps, kt + h * c.head_dim);
     }
     const int32_t pos = pos_[t];
-    rope_apply(qt, c.n_head, kt, c.n_head_kv, c.head_dim, pos, rope);
+    if (!c.layer_skips_rope[l]) rope_apply(qt, c.n_head, kt, c.n_head_kv, c.head_dim, pos, rope);
     kv.store(l, tables_[t][group][pos >> shift], pos & mask, kt, vt);
   });
   AttentionParams ap;

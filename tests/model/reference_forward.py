@@ -13,6 +13,7 @@ and the hparams in src/llama-model.cpp):
   qwen3   llama + per-head RMSNorm of q and k (attn_q_norm / attn_k_norm) before NEOX RoPE.
   granite llama + embeddings times granite.embedding_scale, q.k times granite.attention.scale,
           attention and FFN outputs times granite.residual_scale, logits / granite.logit_scale.
+  smollm3 llama without RoPE in every 4th layer (layers 3, 7, ...).
   gemma3  embeddings * sqrt(n_embd); per-head RMSNorm of q and k (attn_q_norm / attn_k_norm)
           after the projection and before RoPE; NEOX RoPE; layer il is a sliding-window layer
           when il % 6 < 5 (rope base 10000, query at p sees keys j with p - j < window), the
@@ -68,7 +69,7 @@ def _field(reader: GGUFReader, key: str, default=None):
 
 def read_hparams(reader: GGUFReader) -> HParams:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite"):
+    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3"):
         raise ValueError(f"reference: architecture {arch!r} not supported")
     g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
@@ -209,8 +210,9 @@ class ReferenceModel:
         swa = self.is_swa_layer(il)
         base, scale = (10000.0, 1.0) if swa else (hp.rope_base, hp.rope_scale)
         neox = hp.arch in ("qwen2", "gemma3", "qwen3")
-        q = rope(q, pos, hp.n_rot, base, scale, neox)
-        k = rope(k, pos, hp.n_rot, base, scale, neox)
+        if not (hp.arch == "smollm3" and (il + 1) % 4 == 0):  # SmolLM3: every 4th layer is NoPE
+            q = rope(q, pos, hp.n_rot, base, scale, neox)
+            k = rope(k, pos, hp.n_rot, base, scale, neox)
         if self.f16_attention:
             q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
         kq_scale = hp.attention_scale or 1.0 / math.sqrt(hp.head_dim)

@@ -115,7 +115,7 @@ SLIDING_WINDOW = 8  # < 20 + 16, so gemma3's local layers really drop keys
 # Row widths: the 32-value formats fit dim 64 / ff 128; K-quants need multiples of 256.
 NARROW = dict(dim=64, ff=128)
 WIDE = dict(dim=256, ff=512)
-CASES = [(arch, fmt, NARROW) for arch in ("llama", "qwen2", "gemma3", "qwen3", "granite")
+CASES = [(arch, fmt, NARROW) for arch in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3")
          for fmt in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
 CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3") for fmt in ("Q4_K", "Q6_K")]
 # W8A8 (Pagoda's int8 x int8 format): rows of 96 and 160, odd multiples of 32.
@@ -125,7 +125,8 @@ CASES += [("gemma3", "F32", dict(NARROW, head_dim=32)), ("gemma3", "Q8_0", dict(
 
 
 def n_layers(arch: str) -> int:
-    return 6 if arch == "gemma3" else 2  # gemma3: layers 0-4 sliding-window, layer 5 global
+    # gemma3: layers 0-4 sliding-window, layer 5 global; smollm3: layer 3 has no RoPE.
+    return {"gemma3": 6, "smollm3": 4}.get(arch, 2)
 
 
 def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: dict, seed: int = 7):
@@ -236,7 +237,7 @@ def _llamacpp_greedy(model, prompt, n, out_npy):
 
 
 @pytest.mark.skipif(os.environ.get("PAGODA_SKIP_LLAMACPP") == "1", reason="PAGODA_SKIP_LLAMACPP=1")
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3", "qwen3", "granite"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3"])
 def test_reference_matches_llamacpp(pagoda_bin, tmp_path, arch):
     """The oracle against llama.cpp itself (F32 KV cache, so the oracle runs exactly), when built."""
     model = generate_model(pagoda_bin, tmp_path / f"{arch}.gguf", arch, "F32", NARROW)
