@@ -91,6 +91,7 @@ GENERATED_ARCHS = [
     ("qwen3", []),
     ("granite", []),
     ("smollm3", ["--layers", "4"]),  # layer 3 is a NoPE layer
+    ("llama", ["--rope-freqs"]),  # Llama 3.1's RoPE factors
 ]
 GENERATED_TYPES = ["F32", "Q8_0"]
 GENERATED_SEED = 7
@@ -146,9 +147,11 @@ def build_cases(which: str, gen_dir: Path, gemma_path: Path | None, gemma_f32: b
                 cases.append(Case(f"gemma3-270m-f32/p{i}", "gemma", f, "F32", text=p, dequant_from=g))
     if which in ("all", "generated"):
         for arch, extra in GENERATED_ARCHS:
+            name = arch + "".join(f"-{x.lstrip('-')}" for x in extra if x.startswith("--") and x != "--layers"
+                                  and x != "--sliding-window")
             for ty in GENERATED_TYPES:
-                out = gen_dir / f"gen-{arch}-{ty}-s{GENERATED_SEED}.gguf"
-                cases.append(Case(f"gen-{arch}/{ty}", "generated", out, ty, text=GENERATED_PROMPT,
+                out = gen_dir / f"gen-{name}-{ty}-s{GENERATED_SEED}.gguf"
+                cases.append(Case(f"gen-{name}/{ty}", "generated", out, ty, text=GENERATED_PROMPT,
                                   make=["--arch", arch, "--type", ty, "--seed", str(GENERATED_SEED)] + extra))
     if which in ("all", "stories"):
         # The stand-in vocabulary of stories260K has no byte tokens, so llama.cpp's

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", s.vocab, "Vocabulary size (>= 262)");
   app.add_option("--ctx", s.ctx, "Trained context length to record");
   app.add_option("--sliding-window", s.sliding_window, "Gemma 3 sliding window");
+  app.add_flag("--rope-freqs", s.rope_freqs, "Write a rope_freqs.weight tensor (Llama 3.1's RoPE frequency factors)");
   app.add_option("--seed", s.seed, "Seed of the weights");
   app.add_option("-t,--threads", threads, "Threads");
   CLI11_PARSE(app, argc, argv);

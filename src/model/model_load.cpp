@@ -24,6 +24,8 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   PAGODA_BIND(w.output_norm, b.vector("output_norm.weight", c.n_embd, true));
   PAGODA_BIND(w.output, b.matrix("output.weight", c.n_vocab, c.n_embd, false));
   if (w.output.empty()) w.output = w.tok_embd;
+  // Llama 3.1 and later divide the RoPE frequencies by these (global layers only).
+  PAGODA_BIND(w.rope_freqs, b.vector("rope_freqs.weight", c.rope.rot_dims / 2, false));
   w.layers.resize(c.n_layer);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
@@ -70,6 +72,7 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->config_ = std::move(c);
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
+  m->config_.rope.freq_factors = m->weights_.rope_freqs;
   if (repack) {
     const PackingReport packed = pack_model_weights(file, m->weights_, pool);
     if (packed.matrices > 0)

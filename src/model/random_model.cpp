@@ -171,6 +171,14 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   matrix("token_embd.weight", s.vocab, s.dim, std::sqrt(static_cast<float>(s.dim)));
   vec("output_norm.weight", s.dim, 1.0f, 0.1f);
   if (!arch->tied_output) matrix("output.weight", s.vocab, s.dim, 4.0f);
+  if (s.rope_freqs) {
+    // Llama 3.1's shape of factors: 1 for the fast pairs rising to 8 for the slowest.
+    const int64_t half = s.head_dim / 2;
+    w.add_tensor("rope_freqs.weight", {half}, DType::F32, [=](uint8_t* dst) {
+      auto* f = reinterpret_cast<float*>(dst);
+      for (int64_t i = 0; i < half; ++i) f[i] = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(1, half - 1));
+    });
+  }
   for (int l = 0; l < s.layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     vec(b + "attn_norm.weight", s.dim, 1.0f, 0.1f);

@@ -27,6 +27,7 @@ struct RandomModelSpec {
   int32_t vocab = 512;
   int32_t ctx = 2048;
   int32_t sliding_window = 16; // architectures with sliding-window layers
+  bool rope_freqs = false;     // write a rope_freqs.weight tensor (Llama 3.1's RoPE factors)
   uint64_t seed = 42;
 };
 

@@ -35,6 +35,7 @@ struct ModelWeights {
   WeightView tok_embd;
   const float* output_norm = nullptr;
   WeightView output;  // equals tok_embd when the embeddings are tied
+  const float* rope_freqs = nullptr;  // rope_freqs.weight (Llama 3.1+), rot_dims / 2 factors
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<float[]>> owned;  // converted 1-D tensors
   std::vector<AlignedBuffer> packed;            // repacked matrices (weight_packing.h)

@@ -123,12 +123,16 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float, neox: bool) -> np.ndarray:
+def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float, neox: bool,
+         factors=None) -> np.ndarray:
     """x: [T, heads, head_dim]; rotates the first n_rot dims of each head, the rest pass through.
-    Pair i (i < n_rot/2) turns by angle pos * scale * base^(-2i/n_rot); the pair is
-    (x[2i], x[2i+1]) in llama.cpp's normal mode and (x[i], x[i + n_rot/2]) in NEOX mode."""
+    Pair i (i < n_rot/2) turns by angle pos * scale * base^(-2i/n_rot) / factors[i] (factors:
+    the rope_freqs tensor, 1 without one); the pair is (x[2i], x[2i+1]) in llama.cpp's
+    normal mode and (x[i], x[i + n_rot/2]) in NEOX mode."""
     half = n_rot // 2
     theta = (pos[:, None] * scale) * base ** (-2.0 * np.arange(half) / n_rot)  # [T, half]
+    if factors is not None:
+        theta = theta / factors[None, :half]
     cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
     out = x.copy()
     if neox:
@@ -186,8 +190,6 @@ class ReferenceModel:
         reader = GGUFReader(str(path))
         self.hp = read_hparams(reader)
         self.w = load_tensors(reader)
-        if "rope_freqs.weight" in self.w:
-            raise NotImplementedError("reference: per-dimension rope factors (rope_freqs) are not modelled")
         self.n_vocab = self.w["token_embd.weight"].shape[0]
 
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
@@ -211,8 +213,9 @@ class ReferenceModel:
         base, scale = (10000.0, 1.0) if swa else (hp.rope_base, hp.rope_scale)
         neox = hp.arch in ("qwen2", "gemma3", "qwen3")
         if not (hp.arch == "smollm3" and (il + 1) % 4 == 0):  # SmolLM3: every 4th layer is NoPE
-            q = rope(q, pos, hp.n_rot, base, scale, neox)
-            k = rope(k, pos, hp.n_rot, base, scale, neox)
+            factors = None if swa else self.w.get("rope_freqs.weight")
+            q = rope(q, pos, hp.n_rot, base, scale, neox, factors)
+            k = rope(k, pos, hp.n_rot, base, scale, neox, factors)
         if self.f16_attention:
             q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
         kq_scale = hp.attention_scale or 1.0 / math.sqrt(hp.head_dim)

@@ -122,6 +122,8 @@ CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3") for fmt in 
 CASES += [(arch, "W8A8", dict(dim=96, ff=160)) for arch in ("llama", "qwen2", "gemma3")]
 # gemma3 with head_dim 32: q is 4 * 32 = 128 wide, twice n_embd (as in real Gemma 3 models).
 CASES += [("gemma3", "F32", dict(NARROW, head_dim=32)), ("gemma3", "Q8_0", dict(NARROW, head_dim=32))]
+# llama with Llama 3.1's rope_freqs tensor (RoPE frequencies divided by per-pair factors).
+CASES += [("llama", fmt, dict(NARROW, rope_freqs=True)) for fmt in ("F32", "Q8_0")]
 
 
 def n_layers(arch: str) -> int:
@@ -136,6 +138,8 @@ def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: di
            "--sliding-window", str(SLIDING_WINDOW), "--seed", str(seed), "-t", "2", "-o", str(out)]
     if "head_dim" in shape:
         cmd += ["--head-dim", str(shape["head_dim"])]
+    if shape.get("rope_freqs"):
+        cmd += ["--rope-freqs"]
     r = subprocess.run(cmd, capture_output=True, timeout=120)
     assert r.returncode == 0, f"{' '.join(cmd)} failed: {r.stderr.decode(errors='replace')}"
     return out
@@ -184,13 +188,15 @@ def compare(ref: ReferenceModel, fmt: str, prompt, gen, flat_logits, label: str)
 
 
 @pytest.mark.parametrize("arch,fmt,shape", CASES,
-                         ids=[f"{a}-{f}" + (f"-hd{s['head_dim']}" if "head_dim" in s else "") for a, f, s in CASES])
+                         ids=[f"{a}-{f}" + (f"-hd{s['head_dim']}" if "head_dim" in s else "")
+                              + ("-rope-freqs" if s.get("rope_freqs") else "") for a, f, s in CASES])
 def test_generated_model_matches_reference(pagoda_bin, tmp_path, arch, fmt, shape):
     model = generate_model(pagoda_bin, tmp_path / f"{arch}-{fmt}.gguf", arch, fmt, shape)
     ref = ReferenceModel(model, f16_attention=True)
     assert ref.hp.arch == arch and ref.hp.n_layer == n_layers(arch) and ref.hp.n_head_kv == 2
     if arch == "gemma3":
         assert ref.hp.sliding_window == SLIDING_WINDOW < len(PROMPT) + N_GEN
+    assert ("rope_freqs.weight" in ref.w) == bool(shape.get("rope_freqs"))
     gen, logits = run_greedy(pagoda_bin, model, PROMPT, N_GEN, tmp_path)
     assert len(gen) == N_GEN
     compare(ref, fmt, PROMPT, gen, logits, f"{arch}-{fmt}")

@@ -13,16 +13,18 @@ void rope_apply(float* q, int32_t n_q_heads, float* k, int32_t n_k_heads, int32_
                 const RopeParams& p) {
   const int32_t half = p.rot_dims / 2;
   // The angles depend only on the position: compute them once for all heads.
-  // theta_i = pos * base^(-2i/rot), by repeated multiplication as ggml does so the
-  // rounding of the angles matches.
+  // theta_i = freq_scale * (pos * base^(-2i/rot) / factor_i), the power by repeated
+  // multiplication, as ggml does so the rounding of the angles matches.
   thread_local std::vector<float> cs;
   cs.resize(2 * static_cast<size_t>(half));
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.rot_dims));
-  float theta = static_cast<float>(pos) * p.freq_scale;
+  float theta_base = static_cast<float>(pos);
   for (int32_t i = 0; i < half; ++i) {
+    const float theta_extrap = p.freq_factors != nullptr ? theta_base / p.freq_factors[i] : theta_base;
+    const float theta = p.freq_scale * theta_extrap;
     cs[2 * i] = std::cos(theta);
     cs[2 * i + 1] = std::sin(theta);
-    theta *= theta_scale;
+    theta_base *= theta_scale;
   }
   const bool norm = p.layout == RopeLayout::kNorm;
   const int32_t n_heads = n_q_heads + (k != nullptr ? n_k_heads : 0);

@@ -1,7 +1,9 @@
 // Rotary position embedding applied in place to one token's heads. Two pair layouts:
 // kNorm rotates adjacent pairs (x[2i], x[2i+1]) as GGUF "llama" models expect (their
 // Q/K rows were permuted at conversion); kNeox rotates (x[i], x[i + rot/2]) as Qwen2 and
-// Gemma use. Only the first `rot_dims` of each head rotate.
+// Gemma use. Only the first `rot_dims` of each head rotate. The angles are computed in
+// ggml's order (pos * base^(-2i/rot), divided by the pair's factor, times freq_scale), so
+// they round as llama.cpp's do.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,9 @@ struct RopeParams {
   int32_t rot_dims = 0;      // <= head_dim, even
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;   // linear scaling: position multiplied by this
+  // rot_dims / 2 divisors of the pairs' frequencies, or null (Llama 3.1's rope_freqs
+  // tensor: low frequencies stretched for long context).
+  const float* freq_factors = nullptr;
 };
 
 // x: n_heads * head_dim floats of one token at position pos.
