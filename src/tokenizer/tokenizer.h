@@ -1,6 +1,6 @@
 // Text <-> token ids for the tokenizer families in GGUF files: SentencePiece-style BPE
 // with byte fallback (tokenizer.ggml.model = "llama": Llama 2, Gemma), byte-level BPE
-// with a pre-tokenizer ("gpt2": Llama 3, Qwen2 and the ~95 tokenizer.ggml.pre names of
+// with a pre-tokenizer ("gpt2": Llama 3, Qwen2 and the 88 tokenizer.ggml.pre names of
 // pre_tokenizer_table.cpp) and WordPiece ("bert": BERT-style embedding models). Immutable after construction,
 // so one instance may be shared across threads.
 #pragma once
