@@ -92,6 +92,7 @@ GENERATED_ARCHS = [
     ("granite", []),
     ("smollm3", ["--layers", "4"]),  # layer 3 is a NoPE layer
     ("llama", ["--rope-freqs"]),  # Llama 3.1's RoPE factors
+    ("llama", ["--rope-scaling", "yarn", "--rope-factor", "4", "--rope-orig-ctx", "16"]),  # YaRN
 ]
 GENERATED_TYPES = ["F32", "Q8_0"]
 GENERATED_SEED = 7

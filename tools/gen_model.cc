@@ -30,6 +30,9 @@ int main(int argc, char** argv) {
   app.add_option("--ctx", s.ctx, "Trained context length to record");
   app.add_option("--sliding-window", s.sliding_window, "Gemma 3 sliding window");
   app.add_flag("--rope-freqs", s.rope_freqs, "Write a rope_freqs.weight tensor (Llama 3.1's RoPE frequency factors)");
+  app.add_option("--rope-scaling", s.rope_scaling, "RoPE scaling to record: linear or yarn")->check(CLI::IsMember({"linear", "yarn"}));
+  app.add_option("--rope-factor", s.rope_factor, "RoPE scaling factor (with --rope-scaling)");
+  app.add_option("--rope-orig-ctx", s.rope_orig_ctx, "YaRN's original context length (with --rope-scaling yarn)");
   app.add_option("--seed", s.seed, "Seed of the weights");
   app.add_option("-t,--threads", threads, "Threads");
   CLI11_PARSE(app, argc, argv);

@@ -20,6 +20,38 @@ Result<int32_t> get_dim(const GgufFile& f, const std::string& key, bool required
 
 }  // namespace
 
+namespace {
+
+// RoPE scaling as llama.cpp reads it: rope.scaling.type (linear when absent; none turns a
+// factor off), the factor, rope.scaling.attn_factor, and for YaRN the original context
+// and llama.cpp's defaults for the rest (ext_factor 1, beta_fast 32, beta_slow 1), with
+// the mscale llama.cpp's context derives (float operations in its order).
+Status read_rope_scaling(const GgufFile& f, const std::string& a, int32_t n_ctx_train, RopeParams& r) {
+  const std::string type = f.get_string(a + "rope.scaling.type").value_or("linear");
+  if (type != "none" && type != "linear" && type != "yarn")
+    return error("{}: rope scaling '{}' is not supported yet (linear and yarn are)", f.path(), type);
+  const auto factor = static_cast<float>(f.get_float(a + "rope.scaling.factor").value_or(0.0));
+  if (type != "none" && factor > 0.0f) r.freq_scale = 1.0f / factor;
+  const auto attn_factor = static_cast<float>(f.get_float(a + "rope.scaling.attn_factor").value_or(1.0));
+  r.attn_factor = attn_factor;
+  if (type != "yarn") return Status::ok();
+  r.ext_factor = static_cast<float>(f.get_float(a + "rope.scaling.yarn_ext_factor").value_or(1.0));
+  const float scale = 1.0f / r.freq_scale;
+  auto get_mscale = [](float s, float m) { return s <= 1.0f ? 1.0f : 0.1f * m * std::log(s) + 1.0f; };
+  const auto log_mul = static_cast<float>(f.get_float(a + "rope.scaling.yarn_log_multiplier").value_or(0.0));
+  float mscale = log_mul != 0.0f ? get_mscale(scale, 1.0f) / get_mscale(scale, log_mul) : get_mscale(scale, 1.0f);
+  // rope_apply multiplies by 1 + 0.1 ln(scale) again; llama.cpp cancels it here.
+  mscale *= 1.0f / (1.0f + 0.1f * std::log(scale));
+  r.attn_factor = mscale * attn_factor;
+  const int64_t orig = f.get_int(a + "rope.scaling.original_context_length").value_or(n_ctx_train);
+  const auto beta_fast = static_cast<float>(f.get_float(a + "rope.scaling.yarn_beta_fast").value_or(32.0));
+  const auto beta_slow = static_cast<float>(f.get_float(a + "rope.scaling.yarn_beta_slow").value_or(1.0));
+  rope_yarn_corr_dims(r.rot_dims, static_cast<int32_t>(orig), r.freq_base, beta_fast, beta_slow, r.corr_dims);
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<ModelConfig> read_config(const GgufFile& f) {
   ModelConfig c;
   auto arch = f.get_string("general.architecture");
@@ -60,11 +92,7 @@ Result<ModelConfig> read_config(const GgufFile& f) {
     c.rope.rot_dims = static_cast<int32_t>(*rd);
   }
   c.rope.freq_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
-  auto scaling = f.get_string(a + "rope.scaling.type");
-  if (auto factor = f.get_float(a + "rope.scaling.factor"); factor && *factor > 0 && (!scaling || *scaling == "linear"))
-    c.rope.freq_scale = static_cast<float>(1.0 / *factor);
-  else if (scaling && *scaling != "none" && *scaling != "linear")
-    return error("{}: rope scaling '{}' is not supported yet", f.path(), *scaling);
+  PAGODA_TRY(read_rope_scaling(f, a, c.n_ctx_train, c.rope));
   c.layer_is_local.assign(c.n_layer, false);
   c.layer_skips_rope.assign(c.n_layer, false);
   if (auto sw = f.get_int(a + "attention.sliding_window")) c.sliding_window = static_cast<int32_t>(*sw);

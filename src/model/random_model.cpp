@@ -83,6 +83,11 @@ void write_metadata(const RandomModelSpec& s, const ArchSpec& arch, const std::s
   w.set_u32(p + "rope.dimension_count", s.head_dim);
   w.set_f32(p + "attention.layer_norm_rms_epsilon", 1e-6f);
   w.set_f32(p + "rope.freq_base", 10000.0f);
+  if (!s.rope_scaling.empty()) {
+    w.set_string(p + "rope.scaling.type", s.rope_scaling);
+    w.set_f32(p + "rope.scaling.factor", s.rope_factor);
+    if (s.rope_scaling == "yarn") w.set_u32(p + "rope.scaling.original_context_length", s.rope_orig_ctx);
+  }
   if (arch.write_random_metadata != nullptr) arch.write_random_metadata(s, w);
   std::vector<int32_t> types;
   std::vector<float> scores;

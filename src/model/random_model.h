@@ -28,6 +28,9 @@ struct RandomModelSpec {
   int32_t ctx = 2048;
   int32_t sliding_window = 16; // architectures with sliding-window layers
   bool rope_freqs = false;     // write a rope_freqs.weight tensor (Llama 3.1's RoPE factors)
+  std::string rope_scaling;    // "", "linear" or "yarn": rope.scaling.type with the factor below
+  float rope_factor = 4.0f;
+  int32_t rope_orig_ctx = 64;  // YaRN's rope.scaling.original_context_length
   uint64_t seed = 42;
 };
 

@@ -65,5 +65,49 @@ TEST(Rope, PartialRotationLeavesTailUntouched) {
   EXPECT_EQ(x[5], 6);
 }
 
+// llama.cpp's correction range for Llama-like YaRN (128 rotary dims, 4096 original
+// positions, base 10000, betas 32 and 1): pairs 20..46 by the closed form.
+TEST(Rope, YarnCorrectionRangeFollowsTheClosedForm) {
+  float dims[2];
+  rope_yarn_corr_dims(128, 4096, 10000.0f, 32.0f, 1.0f, dims);
+  auto corr = [](double n_rot) { return 128 * std::log(4096 / (n_rot * 2 * M_PI)) / (2 * std::log(10000.0)); };
+  EXPECT_EQ(dims[0], std::floor(corr(32)));
+  EXPECT_EQ(dims[1], std::ceil(corr(1)));
+  EXPECT_EQ(dims[0], 20.0f);
+  EXPECT_EQ(dims[1], 46.0f);
+}
+
+// YaRN: a pair below the correction range keeps its extrapolated (unscaled) angle, one
+// above it takes the interpolated angle (times freq_scale); both are scaled by mscale.
+TEST(Rope, YarnPairsBelowTheRangeExtrapolateAndAboveInterpolate) {
+  RopeParams p{RopeLayout::kNeox, 8, 10000.0f, 0.25f};
+  p.ext_factor = 1.0f;
+  p.attn_factor = 1.0f;
+  p.corr_dims[0] = 1.0f;
+  p.corr_dims[1] = 2.0f;
+  const int pos = 9;
+  std::vector<float> x = {1, 1, 1, 1, 0, 0, 0, 0};  // (x[i], x[i + 4]) = (1, 0): rotates to (cos, sin)
+  rope_apply(x.data(), 1, 8, pos, p);
+  const float mscale = 1.0f + 0.1f * std::log(4.0f);
+  const float theta_scale = std::pow(10000.0f, -2.0f / 8.0f);
+  const float angle0 = pos, angle3 = 0.25f * (pos * theta_scale * theta_scale * theta_scale);
+  EXPECT_NEAR(x[0], std::cos(angle0) * mscale, 1e-5);  // pair 0 < corr_dims[0]: extrapolated
+  EXPECT_NEAR(x[4], std::sin(angle0) * mscale, 1e-5);
+  EXPECT_NEAR(x[3], std::cos(angle3) * mscale, 1e-5);  // pair 3 > corr_dims[1]: interpolated
+  EXPECT_NEAR(x[7], std::sin(angle3) * mscale, 1e-5);
+}
+
+TEST(Rope, FrequencyFactorsDivideEachPairsAngle) {
+  const float factors[2] = {1.0f, 8.0f};
+  RopeParams p{RopeLayout::kNorm, 4, 10000.0f, 1.0f};
+  p.freq_factors = factors;
+  std::vector<float> x = {1, 0, 1, 0};
+  rope_apply(x.data(), 1, 4, 50, p);
+  const float angle1 = 50.0f * std::pow(10000.0f, -0.5f) / 8.0f;
+  EXPECT_NEAR(x[0], std::cos(50.0f), 1e-5);
+  EXPECT_NEAR(x[2], std::cos(angle1), 1e-5);
+  EXPECT_NEAR(x[3], std::sin(angle1), 1e-5);
+}
+
 }  // namespace
 }  // namespace pagoda

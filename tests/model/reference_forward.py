@@ -54,6 +54,7 @@ class HParams:
     rope_scale: float  # llama.cpp freq_scale = 1 / rope.scaling.factor (linear scaling only)
     n_rot: int
     sliding_window: int  # 0 = none
+    yarn: tuple | None = None  # (first corrected pair, last, attention factor)
     # Granite's multipliers (llama.cpp's f_embedding_scale, f_attention_scale,
     # f_residual_scale, f_logit_scale; 0 = not applied).
     embedding_scale: float = 0.0
@@ -76,8 +77,21 @@ def read_hparams(reader: GGUFReader) -> HParams:
     head_dim = int(g("attention.key_length", n_embd // n_head))
     scaling = g("rope.scaling.type", "linear")
     factor = g("rope.scaling.factor", 0.0)
-    if scaling not in ("none", "linear"):
+    if scaling not in ("none", "linear", "yarn"):
         raise ValueError(f"reference: rope scaling {scaling!r} not supported")
+    n_rot = int(g("rope.dimension_count", head_dim))
+    rope_base = float(g("rope.freq_base", 10000.0))
+    scale = 1.0 / factor if (factor and scaling != "none") else 1.0
+    yarn = None
+    if scaling == "yarn":
+        # YaRN as llama.cpp applies it: the correction range of pairs, the ramp between
+        # extrapolated and interpolated angles, and the magnitude 1 + 0.1 ln(factor) (times
+        # rope.scaling.attn_factor) on cos and sin.
+        orig = int(g("rope.scaling.original_context_length", g("context_length")))
+        def corr_dim(n_rots):
+            return n_rot * math.log(orig / (n_rots * 2 * math.pi)) / (2 * math.log(rope_base))
+        lo, hi = max(0.0, math.floor(corr_dim(32.0))), min(n_rot - 1.0, math.ceil(corr_dim(1.0)))
+        yarn = (lo, hi, float(g("rope.scaling.attn_factor", 1.0)) * (1.0 + 0.1 * math.log(factor)))
     return HParams(
         arch=arch,
         n_embd=n_embd,
@@ -87,9 +101,10 @@ def read_hparams(reader: GGUFReader) -> HParams:
         n_head_kv=int(g("attention.head_count_kv", n_head)),
         head_dim=head_dim,
         eps=float(g("attention.layer_norm_rms_epsilon", 1e-5)),
-        rope_base=float(g("rope.freq_base", 10000.0)),
-        rope_scale=1.0 / factor if (factor and scaling == "linear") else 1.0,
-        n_rot=int(g("rope.dimension_count", head_dim)),
+        rope_base=rope_base,
+        rope_scale=scale,
+        n_rot=n_rot,
+        yarn=yarn,
         sliding_window=int(g("attention.sliding_window", 0)),
         embedding_scale=float(g("embedding_scale", 0.0)),
         attention_scale=float(g("attention.scale", 0.0)),
@@ -124,16 +139,22 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float, neox: bool,
-         factors=None) -> np.ndarray:
+         factors=None, yarn=None) -> np.ndarray:
     """x: [T, heads, head_dim]; rotates the first n_rot dims of each head, the rest pass through.
     Pair i (i < n_rot/2) turns by angle pos * scale * base^(-2i/n_rot) / factors[i] (factors:
     the rope_freqs tensor, 1 without one); the pair is (x[2i], x[2i+1]) in llama.cpp's
     normal mode and (x[i], x[i + n_rot/2]) in NEOX mode."""
     half = n_rot // 2
-    theta = (pos[:, None] * scale) * base ** (-2.0 * np.arange(half) / n_rot)  # [T, half]
+    extrap = pos[:, None] * base ** (-2.0 * np.arange(half) / n_rot)  # [T, half]
     if factors is not None:
-        theta = theta / factors[None, :half]
-    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+        extrap = extrap / factors[None, :half]
+    theta, mscale = scale * extrap, 1.0
+    if yarn is not None:
+        lo, hi, attn = yarn
+        ramp = 1.0 - np.clip((np.arange(half) - lo) / max(0.001, hi - lo), 0.0, 1.0)
+        theta = theta * (1.0 - ramp) + extrap * ramp
+        mscale = attn
+    cos, sin = mscale * np.cos(theta)[:, None, :], mscale * np.sin(theta)[:, None, :]
     out = x.copy()
     if neox:
         a, b = x[..., :half], x[..., half:n_rot]
@@ -214,8 +235,9 @@ class ReferenceModel:
         neox = hp.arch in ("qwen2", "gemma3", "qwen3")
         if not (hp.arch == "smollm3" and (il + 1) % 4 == 0):  # SmolLM3: every 4th layer is NoPE
             factors = None if swa else self.w.get("rope_freqs.weight")
-            q = rope(q, pos, hp.n_rot, base, scale, neox, factors)
-            k = rope(k, pos, hp.n_rot, base, scale, neox, factors)
+            yarn = None if swa else hp.yarn
+            q = rope(q, pos, hp.n_rot, base, scale, neox, factors, yarn)
+            k = rope(k, pos, hp.n_rot, base, scale, neox, factors, yarn)
         if self.f16_attention:
             q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
         kq_scale = hp.attention_scale or 1.0 / math.sqrt(hp.head_dim)

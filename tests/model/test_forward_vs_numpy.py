@@ -124,6 +124,8 @@ CASES += [(arch, "W8A8", dict(dim=96, ff=160)) for arch in ("llama", "qwen2", "g
 CASES += [("gemma3", "F32", dict(NARROW, head_dim=32)), ("gemma3", "Q8_0", dict(NARROW, head_dim=32))]
 # llama with Llama 3.1's rope_freqs tensor (RoPE frequencies divided by per-pair factors).
 CASES += [("llama", fmt, dict(NARROW, rope_freqs=True)) for fmt in ("F32", "Q8_0")]
+# RoPE scaling: linear, and YaRN over an original context shorter than the prompt.
+CASES += [(arch, "F32", dict(NARROW, rope_scaling=kind)) for arch in ("llama", "qwen2") for kind in ("linear", "yarn")]
 
 
 def n_layers(arch: str) -> int:
@@ -140,6 +142,8 @@ def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: di
         cmd += ["--head-dim", str(shape["head_dim"])]
     if shape.get("rope_freqs"):
         cmd += ["--rope-freqs"]
+    if shape.get("rope_scaling"):
+        cmd += ["--rope-scaling", shape["rope_scaling"], "--rope-factor", "4", "--rope-orig-ctx", "16"]
     r = subprocess.run(cmd, capture_output=True, timeout=120)
     assert r.returncode == 0, f"{' '.join(cmd)} failed: {r.stderr.decode(errors='replace')}"
     return out
@@ -189,7 +193,8 @@ def compare(ref: ReferenceModel, fmt: str, prompt, gen, flat_logits, label: str)
 
 @pytest.mark.parametrize("arch,fmt,shape", CASES,
                          ids=[f"{a}-{f}" + (f"-hd{s['head_dim']}" if "head_dim" in s else "")
-                              + ("-rope-freqs" if s.get("rope_freqs") else "") for a, f, s in CASES])
+                              + ("-rope-freqs" if s.get("rope_freqs") else "")
+                              + (f"-rope-{s['rope_scaling']}" if s.get("rope_scaling") else "") for a, f, s in CASES])
 def test_generated_model_matches_reference(pagoda_bin, tmp_path, arch, fmt, shape):
     model = generate_model(pagoda_bin, tmp_path / f"{arch}-{fmt}.gguf", arch, fmt, shape)
     ref = ReferenceModel(model, f16_attention=True)

@@ -20,7 +20,17 @@ struct RopeParams {
   // rot_dims / 2 divisors of the pairs' frequencies, or null (Llama 3.1's rope_freqs
   // tensor: low frequencies stretched for long context).
   const float* freq_factors = nullptr;
+  // YaRN (ggml's rope_yarn): pairs below corr_dims[0] keep their extrapolated angle,
+  // pairs above corr_dims[1] take the interpolated one (freq_scale), a ramp mixes the
+  // rest (times ext_factor; 0 = no YaRN). attn_factor scales cos and sin (YaRN's mscale).
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float corr_dims[2] = {0.0f, 0.0f};
 };
+
+// llama.cpp's YaRN correction range for a rotation of n_dims over n_ctx_orig positions.
+void rope_yarn_corr_dims(int32_t n_dims, int32_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                         float dims[2]);
 
 // x: n_heads * head_dim floats of one token at position pos.
 void rope_apply(float* x, int32_t n_heads, int32_t head_dim, int32_t pos, const RopeParams& p);
