@@ -4,21 +4,15 @@
 #include "model/arch_spec.h"
 
 namespace pagoda {
-namespace {
-
-constexpr int32_t kNoRopeLayerStep = 4;
-
-Status configure(const GgufFile&, ModelConfig& c) {
-  configure_plain_decoder(c, RopeLayout::kNorm);
-  for (int32_t l = 0; l < c.n_layer; ++l) c.layer_skips_rope[l] = (l + 1) % kNoRopeLayerStep == 0;
-  return Status::ok();
-}
-
-}  // namespace
 
 extern const ArchSpec kArchSmollm3 = {
     .name = "smollm3",
-    .configure = configure,
+    .configure = [](const GgufFile&, ModelConfig& c) {
+      constexpr int32_t kNoRopeLayerStep = 4;
+      configure_plain_decoder(c, RopeLayout::kNorm);
+      for (int32_t l = 0; l < c.n_layer; ++l) c.layer_skips_rope[l] = (l + 1) % kNoRopeLayerStep == 0;
+      return Status::ok();
+    },
     .tied_output = true,
 };
 
