@@ -82,5 +82,46 @@ TEST(BpeTokenizer, UnknownPreTokenizerIsAnError) {
   EXPECT_NE(r.status().message().find("no-such-regex"), std::string::npos);
 }
 
+// Gemma 4's BPE over raw UTF-8: spaces become "▁" before merging, characters (not GPT-2
+// bytes) are the first symbols, a character with no piece falls back to <0xAB> tokens,
+// and a run of newlines that is a token is taken whole.
+Vocab raw_utf8_vocab() {
+  Vocab v;
+  v.kind = TokenizerKind::kByteLevelBpe;
+  v.pre = "gemma4";
+  v.add_space_prefix = false;
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    v.pieces.push_back(std::string{'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'});
+    v.types.push_back(TokenType::kByte);
+  }
+  const std::string sp = "\xE2\x96\x81";
+  for (const std::string& p : {std::string("a"), std::string("b"), sp, sp + "a", std::string("ab"), sp + "ab",
+                               std::string("\n"), std::string("\n\n\n")}) {
+    v.pieces.push_back(p);
+    v.types.push_back(TokenType::kNormal);
+  }
+  v.merges = {sp + " a", "a b", sp + "a b"};
+  return v;
+}
+
+TEST(BpeTokenizer, RawUtf8MergesCharactersWithSpacesAsWordMarks) {
+  const Vocab v = raw_utf8_vocab();
+  auto tok = make(v);
+  const std::string sp = "\xE2\x96\x81";
+  // a b ▁ a b: "▁ a" (rank 0) first, then "a b", then "▁a b".
+  EXPECT_EQ(tok->encode("ab ab", false, false), (Ids{id_of(v, "ab"), id_of(v, sp + "ab")}));
+  EXPECT_EQ(tok->decode(tok->encode("ab ab", false, false)), "ab ab");
+}
+
+TEST(BpeTokenizer, RawUtf8FallsBackToByteTokensAndTakesNewlineRunsWhole) {
+  const Vocab v = raw_utf8_vocab();
+  auto tok = make(v);
+  // "é" has no piece: its two bytes; "\n\n\n" is a piece of its own.
+  EXPECT_EQ(tok->encode("a\xC3\xA9\n\n\n", false, false),
+            (Ids{id_of(v, "a"), 0xC3, 0xA9, id_of(v, "\n\n\n")}));
+  EXPECT_EQ(tok->decode(tok->encode("a\xC3\xA9\n\n\n", false, false)), "a\xC3\xA9\n\n\n");
+}
+
 }  // namespace
 }  // namespace pagoda
