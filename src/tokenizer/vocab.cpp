@@ -92,6 +92,15 @@ void Vocab::fill_eog() {
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
 }
 
+const char* tokenizer_kind_name(TokenizerKind k) {
+  switch (k) {
+    case TokenizerKind::kSentencePiece: return "llama";
+    case TokenizerKind::kByteLevelBpe: return "gpt2";
+    case TokenizerKind::kWordPiece: return "bert";
+  }
+  return "?";
+}
+
 Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
   Vocab v;
   const std::optional<std::string> model = f.get_string("tokenizer.ggml.model");

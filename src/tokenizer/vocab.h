@@ -19,6 +19,9 @@ enum class TokenType : int32_t {
 };
 
 enum class TokenizerKind { kSentencePiece /* "llama" */, kByteLevelBpe /* "gpt2" */, kWordPiece /* "bert" */ };
+// "llama", "gpt2" or "bert": the tokenizer.ggml.model family (gemma4 files are "gpt2"
+// with a raw-UTF-8 pre-tokenizer).
+const char* tokenizer_kind_name(TokenizerKind k);
 
 struct Vocab {
   TokenizerKind kind = TokenizerKind::kSentencePiece;

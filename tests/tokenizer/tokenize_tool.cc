@@ -61,7 +61,7 @@ void print_info(const pagoda::Tokenizer& tok) {
   const pagoda::Vocab& v = tok.vocab();
   fmt::print("kind {}\npre {}\nsize {}\nbos {}\neos {}\nunk {}\npad {}\neot {}\neog {}\n"
              "add_bos {}\nadd_eos {}\nadd_space_prefix {}\n",
-             v.kind == pagoda::TokenizerKind::kSentencePiece ? "llama" : "gpt2", v.pre,
+             pagoda::tokenizer_kind_name(v.kind), v.pre,
              tok.vocab_size(), v.bos, v.eos, v.unk, v.pad, v.eot, join_ids(v.eog), v.add_bos,
              v.add_eos, v.add_space_prefix);
 }
