@@ -9,8 +9,6 @@
 namespace pagoda {
 namespace {
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // "▁"
-
 // "<0xAB>": how raw-UTF-8 vocabularies spell a byte token.
 std::string byte_piece_name(int b) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -96,10 +94,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
     if (raw_utf8_) {
       // Spaces are written "▁" before splitting, as the normalizer of these vocabularies does.
       escaped.clear();
-      for (char c : part) {
-        if (c == ' ') escaped += kSpaceMark;
-        else escaped += c;
-      }
+      append_space_marks(part, escaped);
       part = escaped;
     }
     words.clear();
@@ -126,7 +121,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
   // Words taken whole when they are a token: Llama 3's (ignore_merges), and Gemma 4's
   // runs of newlines (its merges do not reach every run the vocabulary has).
   if (ignore_merges_ || (raw_utf8_ && word.find_first_not_of('\n') == std::string_view::npos)) {
-    const int32_t id = find_piece(index_, raw_utf8_ ? std::string(word) : map_bytes(word));
+    const int32_t id = raw_utf8_ ? find_piece(index_, word) : find_piece(index_, map_bytes(word));
     if (id >= 0 && is_text_token(vocab_, id)) {
       out.push_back(id);
       return;
@@ -137,19 +132,23 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
   // raw-UTF-8 vocabularies, where a character with no piece (-1) never merges and is
   // written as its <0xXX> byte tokens.
   std::vector<Symbol> sym;
-  std::vector<uint32_t> at;  // byte offset of each first symbol, and the word's end
+  std::vector<uint32_t> at;  // raw UTF-8 only: byte offset of each first symbol, then the end
   sym.reserve(word.size());
-  at.reserve(word.size() + 1);
+  if (raw_utf8_) at.reserve(word.size() + 1);
   for (size_t i = 0; i < word.size();) {
-    const size_t len = raw_utf8_ ? std::max<size_t>(1, utf8::decode(word, i).len) : 1;
-    const int32_t id = raw_utf8_ ? find_piece(index_, word.substr(i, len)) : byte_token_[static_cast<unsigned char>(word[i])];
     const auto k = static_cast<int32_t>(sym.size());
-    sym.push_back({id, k - 1, k + 1});
+    if (!raw_utf8_) {
+      sym.push_back({byte_token_[static_cast<unsigned char>(word[i])], k - 1, k + 1});
+      ++i;
+      continue;
+    }
+    const size_t len = std::max<size_t>(1, utf8::decode(word, i).len);
+    sym.push_back({find_piece(index_, word.substr(i, len)), k - 1, k + 1});
     at.push_back(static_cast<uint32_t>(i));
     i += len;
   }
   sym.back().next = -1;
-  at.push_back(static_cast<uint32_t>(word.size()));
+  if (raw_utf8_) at.push_back(static_cast<uint32_t>(word.size()));
   const auto n = static_cast<int32_t>(sym.size());
   std::priority_queue<Bigram> queue;
   auto try_add = [&](int32_t left, int32_t right) {
@@ -184,18 +183,7 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
 }
 
 std::string BpeTokenizer::text_piece_bytes(const std::string& piece) const {
-  if (raw_utf8_) {
-    std::string out;
-    for (size_t i = 0; i < piece.size();) {
-      if (piece.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
-        out += ' ';
-        i += kSpaceMark.size();
-      } else {
-        out += piece[i++];
-      }
-    }
-    return out;
-  }
+  if (raw_utf8_) return space_marks_to_spaces(piece);
   std::string out;
   out.reserve(piece.size());
   for (size_t i = 0; i < piece.size();) {

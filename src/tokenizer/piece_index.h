@@ -1,4 +1,4 @@
-// Piece text -> token id, shared by both tokenizers. Views point into Vocab::pieces, so
+// Piece text -> token id, and the spelling helpers, shared by the tokenizer families. Views point into Vocab::pieces, so
 // the index must live no longer than the Vocab it was built from and the Vocab must not
 // change meanwhile (Tokenizer owns both and is immutable).
 #pragma once
@@ -14,6 +14,33 @@
 namespace pagoda {
 
 using PieceIndex = std::unordered_map<std::string_view, int32_t>;
+
+// SentencePiece's "▁" (U+2581), how SPM, WordPiece and raw-UTF-8 BPE vocabularies write a
+// space inside their pieces.
+inline constexpr std::string_view kSpaceMark = "\xE2\x96\x81";
+
+// `text` with every space written kSpaceMark (appended to out).
+inline void append_space_marks(std::string_view text, std::string& out) {
+  for (char c : text) {
+    if (c == ' ') out += kSpaceMark;
+    else out.push_back(c);
+  }
+}
+
+// A piece's text with every kSpaceMark turned back into a space.
+inline std::string space_marks_to_spaces(std::string_view piece) {
+  std::string out;
+  out.reserve(piece.size());
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
+      out.push_back(' ');
+      i += kSpaceMark.size();
+    } else {
+      out.push_back(piece[i++]);
+    }
+  }
+  return out;
+}
 
 // When two tokens spell the same text, the lower id wins.
 inline PieceIndex build_piece_index(const Vocab& v) {

@@ -7,7 +7,6 @@
 namespace pagoda {
 namespace {
 
-constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 "▁"
 
 // A stretch of the escaped text. Merging only ever joins neighbours, so every symbol is
 // a contiguous substring and needs no storage of its own.
@@ -72,13 +71,7 @@ void SpmTokenizer::encode_text(std::string_view text, bool space_prefix,
   std::string s;
   s.reserve(text.size() + 3 + text.size() / 4);
   if (space_prefix) s += kSpaceMark;
-  for (char c : text) {
-    if (c == ' ') {
-      s += kSpaceMark;
-    } else {
-      s.push_back(c);
-    }
-  }
+  append_space_marks(text, s);
 
   std::vector<Symbol> sym;
   sym.reserve(s.size());
@@ -136,18 +129,6 @@ void SpmTokenizer::emit_symbol(std::string_view piece, std::vector<int32_t>& out
   }
 }
 
-std::string SpmTokenizer::text_piece_bytes(const std::string& piece) const {
-  std::string out;
-  out.reserve(piece.size());
-  for (size_t i = 0; i < piece.size();) {
-    if (piece.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
-      out.push_back(' ');
-      i += kSpaceMark.size();
-    } else {
-      out.push_back(piece[i++]);
-    }
-  }
-  return out;
-}
+std::string SpmTokenizer::text_piece_bytes(const std::string& piece) const { return space_marks_to_spaces(piece); }
 
 }  // namespace pagoda

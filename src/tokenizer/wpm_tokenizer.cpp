@@ -8,10 +8,6 @@
 
 namespace pagoda {
 
-namespace {
-constexpr std::string_view kWordMark = "\xE2\x96\x81";  // "▁"
-}  // namespace
-
 Result<std::unique_ptr<Tokenizer>> WpmTokenizer::make(Vocab vocab) {
   if (vocab.unk < 0) return error("WordPiece vocabulary has no unknown token (tokenizer.ggml.unknown_token_id)");
   return std::unique_ptr<Tokenizer>(new WpmTokenizer(std::move(vocab)));
@@ -75,7 +71,7 @@ void WpmTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
     out.push_back(vocab_.unk);
     return;
   }
-  std::string w(kWordMark);
+  std::string w(kSpaceMark);
   w += word;
   const size_t mark = out.size();
   for (size_t i = 0; i < w.size();) {
@@ -97,9 +93,9 @@ void WpmTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
 }
 
 std::string WpmTokenizer::text_piece_bytes(const std::string& piece) const {
-  if (piece.compare(0, kWordMark.size(), kWordMark) != 0) return piece;
+  if (piece.compare(0, kSpaceMark.size(), kSpaceMark) != 0) return piece;
   std::string out(1, ' ');
-  out.append(piece, kWordMark.size(), std::string::npos);
+  out.append(piece, kSpaceMark.size(), std::string::npos);
   return out;
 }
 

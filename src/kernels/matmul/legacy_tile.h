@@ -4,7 +4,8 @@
 // (repacked by T::repack, rows in lanes) and hands each panel and the staged tokens to
 // T::micro_tokens; the repack and the micro-kernels are the target's own (AVX2's
 // maddubs / sign trick and AVX-512's dpbusd differ in layout as well as instructions).
-// Everything has internal linkage.
+// Include after kernels/simd/simd_intrinsics.h (its byte loads); everything has internal
+// linkage.
 //
 // T provides: Reg (one register of bytes, the scratch unit), kRows, kFlip<B> (whether
 // the staged quants are x + 128), panel_regs<B>(), dot<B>, repack<B>(w, ws, valid, nb,
@@ -43,12 +44,10 @@ void stage_x(const uint8_t* x, size_t x_stride, int64_t tokens, int64_t nb, cons
     const uint8_t* row = x + t * x_stride;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * legacy::kXBytes;
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + legacy::kXQs));
+      const __m256i raw = load256(blk + legacy::kXQs);
       const __m256i u = _mm256_xor_si256(raw, flip);
       _mm256_store_si256(reinterpret_cast<__m256i*>(st.q + b * kXStride + t * 32), kFlip ? u : raw);
-      uint16_t h;
-      std::memcpy(&h, blk, sizeof(h));
-      const float dx = _cvtsh_ss(h);
+      const float dx = half(blk);
       st.d[b * kTok + t] = dx;
       if constexpr (kMin) {
         const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
@@ -89,14 +88,14 @@ void tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint
                   reinterpret_cast<float*>(xbuf + xq_regs + xf_regs)};
   typename T::Reg* panel = Scratch<T>::w.get(static_cast<size_t>(nb) * T::template panel_regs<B>());
   for (int64_t t0 = 0; t0 < tokens; t0 += kTok) {
-    const int64_t tc = tokens - t0 < kTok ? tokens - t0 : kTok;
+    const int64_t tc = min64(kTok, tokens - t0);
     stage_x<T::template kFlip<B>, L::kMin>(x + t0 * x_stride, x_stride, tc, nb, st);
     float* yt = y + t0 * y_stride;
     for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-      const int64_t valid = rows - r0 < kRows ? rows - r0 : kRows;
-      const int64_t left = rows - r0 - kRows;
+      const int64_t valid = min64(rows - r0, kRows);
+      const int64_t left = rows - r0 - kRows;  // rows after this panel
       const uint8_t* next = left > 0 ? w + (r0 + kRows) * w_stride : nullptr;
-      T::template repack<B>(w + r0 * w_stride, w_stride, valid, nb, panel, next, left > 0 ? (left < kRows ? left : kRows) : 0);
+      T::template repack<B>(w + r0 * w_stride, w_stride, valid, nb, panel, next, left > 0 ? min64(left, kRows) : 0);
       T::template micro_tokens<B>(nb, panel, st, tc, yt + r0, y_stride, valid);
     }
   }
