@@ -11,7 +11,7 @@ CLI::App* add_subcommand(CLI::App& parent, const std::string& name, const std::s
 }
 
 void add_model_option(CLI::App& sub, std::string& model) {
-  sub.add_option("-m,--model", model, "GGUF model file")->required();
+  sub.add_option("-m,--model", model, "GGUF model file, or a model name from `pagoda list --all` (pulled when not cached)")->required();
 }
 
 void add_threads_option(CLI::App& sub, int32_t& threads) {

@@ -12,6 +12,8 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "cli/commands.h"
+#include "cli/model_loader.h"
+#include "cli/pull_progress.h"
 #include "cli/common_options.h"
 #include "base/human_size.h"
 #include "quant/w8a8.h"
@@ -46,7 +48,9 @@ std::string value_to_string(const GgufValue& v, size_t max_items) {
 }
 
 int run_inspect(const InspectArgs& a) {
-  auto file = GgufFile::open(a.model);
+  auto path = resolve_model_arg(a.model);
+  if (!path) return report_error(path.status());
+  auto file = GgufFile::open(*path);
   if (!file) {
     fmt::print(stderr, "error: {}\n", file.status().message());
     return 1;

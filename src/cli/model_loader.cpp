@@ -7,17 +7,20 @@
 #include <sstream>
 
 #include "base/log.h"
+#include "cli/pull_progress.h"
 
 namespace pagoda {
 
-Result<LoadedModel> load_model(const std::string& path, ThreadPool& pool) {
-  auto file = GgufFile::open(path);
+Result<LoadedModel> load_model(const std::string& model, ThreadPool& pool) {
+  auto path = resolve_model_arg(model);
+  if (!path) return path.status();
+  auto file = GgufFile::open(*path);
   if (!file) return file.status();
   LoadedModel out;
   out.file = std::make_unique<GgufFile>(std::move(file.value()));
-  auto model = Model::load(*out.file, pool);
-  if (!model) return model.status();
-  out.model = std::move(model.value());
+  auto loaded = Model::load(*out.file, pool);
+  if (!loaded) return loaded.status();
+  out.model = std::move(loaded.value());
   return out;
 }
 

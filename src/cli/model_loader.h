@@ -21,10 +21,11 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the file's is unusable and not required
 };
 
+// `model` is a GGUF path or a catalog name (pulled into the cache when missing).
 // threads > 0 sizes the global pool first. With require_tokenizer, a model whose
 // tokenizer cannot be built is an error; otherwise it loads with a warning and no tokenizer.
-Result<LoadedModel> load_model(const std::string& path, ThreadPool& pool);
-Result<LoadedModel> load_model_with_tokenizer(const std::string& path, int32_t threads, bool require_tokenizer);
+Result<LoadedModel> load_model(const std::string& model, ThreadPool& pool);
+Result<LoadedModel> load_model_with_tokenizer(const std::string& model, int32_t threads, bool require_tokenizer);
 
 // The chat template's source: the file named (when given), else the model's
 // tokenizer.chat_template, else empty (the server's built-in one for the family).

@@ -19,6 +19,7 @@
 #include "cli/common_options.h"
 #include "base/human_size.h"
 #include "cli/model_loader.h"
+#include "cli/pull_progress.h"
 #include "quantize/method.h"
 #include "quantize/plan.h"
 #include "quantize/progress.h"
@@ -108,7 +109,9 @@ int run_quantize(const QuantizeArgs& a) {
   if (std::filesystem::is_directory(a.output, ec))
     return report_error(error("the output {} is a directory; give a file name", a.output));
 
-  auto file = GgufFile::open(a.input);
+  auto path = resolve_model_arg(a.input);
+  if (!path) return report_error(path.status());
+  auto file = GgufFile::open(*path);
   if (!file) return report_error(file.status());
   const TypePolicy policy(*type, std::move(keep));
   auto plan_or = plan_quantization(*file, policy, a.allow_requantize);
