@@ -83,18 +83,26 @@ GEMMA_PROMPTS = [
 GENERATED_PROMPT = "hello world the quick brown fox jumps over the lazy dog"
 
 # Generated models: (arch, extra generator flags). Gemma 3 gets 6 layers so that the
-# pattern "5 sliding-window layers, then 1 global" appears, and prompt + N > window.
+# pattern "5 sliding-window layers, then 1 global" appears, Gemma 2 4 layers (local,
+# global, local, global), and prompt + N > window.
 GENERATED_ARCHS = [
     ("llama", []),
     ("qwen2", []),
     ("gemma3", ["--layers", "6", "--sliding-window", "16"]),
+    ("gemma2", ["--layers", "4", "--sliding-window", "16"]),
     ("qwen3", []),
     ("granite", []),
     ("smollm3", ["--layers", "4"]),  # layer 3 is a NoPE layer
     ("llama", ["--rope-freqs"]),  # Llama 3.1's RoPE factors
     ("llama", ["--rope-scaling", "yarn", "--rope-factor", "4", "--rope-orig-ctx", "16"]),  # YaRN
 ]
-GENERATED_TYPES = ["F32", "Q8_0"]
+# Weight formats of the generated models, with the shape flags each needs: K-quants
+# quantize rows in blocks of 256, so Q4_K models are 256 wide (FFN 512, 4 heads of 64).
+GENERATED_TYPES = [
+    ("F32", []),
+    ("Q8_0", []),
+    ("Q4_K", ["--dim", "256", "--ff", "512", "--heads", "4", "--kv-heads", "2"]),
+]
 GENERATED_SEED = 7
 FLOAT_TYPES = {"F32", "F16", "BF16"}
 
@@ -150,10 +158,10 @@ def build_cases(which: str, gen_dir: Path, gemma_path: Path | None, gemma_f32: b
         for arch, extra in GENERATED_ARCHS:
             name = arch + "".join(f"-{x.lstrip('-')}" for x in extra if x.startswith("--") and x != "--layers"
                                   and x != "--sliding-window")
-            for ty in GENERATED_TYPES:
+            for ty, shape in GENERATED_TYPES:
                 out = gen_dir / f"gen-{name}-{ty}-s{GENERATED_SEED}.gguf"
                 cases.append(Case(f"gen-{name}/{ty}", "generated", out, ty, text=GENERATED_PROMPT,
-                                  make=["--arch", arch, "--type", ty, "--seed", str(GENERATED_SEED)] + extra))
+                                  make=["--arch", arch, "--type", ty, "--seed", str(GENERATED_SEED)] + shape + extra))
     if which in ("all", "stories"):
         # The stand-in vocabulary of stories260K has no byte tokens, so llama.cpp's
         # tokenizer aborts the whole process on most text (std::out_of_range in

@@ -3,7 +3,9 @@
 //   attn_prefill/<shape>/<n>/<body>     n tokens from position 0 (the causal triangle)
 //   attn_prefill_at3584/<shape>/<n>/<body>  the 8th 512-token chunk of a 4096-token prompt
 // Shapes: llama1b (32 heads, 8 KV heads, head_dim 64), gemma270m (4 / 1 / 256),
-// llama8b (32 / 8 / 128). items_per_second counts scores (query heads x keys).
+// llama8b (32 / 8 / 128), gemma2-2b (8 / 4 / 256, scores soft-capped at 50, and
+// gemma2-2b-nocap without the cap: the cap's cost). items_per_second counts scores (query
+// heads x keys).
 // Run e.g. bin/pagoda-microbench --benchmark_filter=attn_
 #include <benchmark/benchmark.h>
 
@@ -20,9 +22,12 @@ namespace {
 struct Shape {
   const char* name;
   int32_t heads, kv_heads, head_dim;
+  float softcap = 0.0f;
 };
 
-constexpr Shape kShapes[] = {{"llama1b", 32, 8, 64}, {"gemma270m", 4, 1, 256}, {"llama8b", 32, 8, 128}};
+constexpr Shape kShapes[] = {{"llama1b", 32, 8, 64},        {"gemma270m", 4, 1, 256},
+                             {"llama8b", 32, 8, 128},       {"gemma2-2b", 8, 4, 256, 50.0f},
+                             {"gemma2-2b-nocap", 8, 4, 256}};
 
 void bm_attention(benchmark::State& state, Shape s, attn::Body body, int32_t pos0, int64_t n_tokens) {
   const int32_t total = pos0 + static_cast<int32_t>(n_tokens);
@@ -33,7 +38,7 @@ void bm_attention(benchmark::State& state, Shape s, attn::Body body, int32_t pos
   std::vector<uint16_t> k(static_cast<size_t>(total) * s.kv_heads * s.head_dim), v(k.size());
   for (auto& x : k) x = fp32_to_fp16(nd(rng));
   for (auto& x : v) x = fp32_to_fp16(nd(rng));
-  AttentionParams p{s.heads, s.kv_heads, s.head_dim, 0.125f, 0};
+  AttentionParams p{s.heads, s.kv_heads, s.head_dim, 0.125f, 0, s.softcap};
   ThreadPool pool(1);
   for (auto _ : state) {
     attn::run(body, q.data(), n_tokens, pos0, k.data(), v.data(), p, out.data(), pool);

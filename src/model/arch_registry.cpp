@@ -14,10 +14,11 @@ extern const ArchSpec kArchGemma3;
 extern const ArchSpec kArchQwen3;
 extern const ArchSpec kArchGranite;
 extern const ArchSpec kArchSmollm3;
+extern const ArchSpec kArchGemma2;
 
 namespace {
-const std::array<const ArchSpec*, 6> kArchs = {&kArchLlama, &kArchQwen2, &kArchGemma3, &kArchQwen3, &kArchGranite,
-                                                &kArchSmollm3};
+const std::array<const ArchSpec*, 7> kArchs = {&kArchLlama,   &kArchQwen2,   &kArchGemma3, &kArchQwen3,
+                                                &kArchGranite, &kArchSmollm3, &kArchGemma2};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }

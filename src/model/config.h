@@ -35,6 +35,8 @@ struct ModelConfig {
   float embed_scale = 1.0f;  // multiplies token embeddings (Gemma: sqrt(n_embd))
   float residual_scale = 1.0f;  // multiplies each attention / FFN output before the residual add (Granite)
   float logit_scale = 1.0f;     // the logits are divided by it (Granite)
+  float attn_softcap = 0.0f;    // > 0: attention scores become cap * tanh(score / cap) before the softmax (Gemma 2)
+  float final_softcap = 0.0f;   // > 0: the logits become cap * tanh(logit / cap) (Gemma 2)
   FfnActivation act = FfnActivation::kSilu;
   RopeParams rope;           // global-attention layers
   RopeParams rope_local;     // sliding-window layers

@@ -239,6 +239,7 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
   ap.head_dim = c.head_dim;
   ap.scale = c.attn_scale;
   ap.window = local ? c.sliding_window : 0;
+  ap.softcap = c.attn_softcap;
   attention_paged(q_.data(), std::span<const AttnSeq>(attn_seqs_).subspan(group * n_seqs, n_seqs), kv.layer(l), ap,
                   att_.data(), pool);
   if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd);
@@ -302,11 +303,13 @@ void Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool al
   }
   if (rows == 0) return;
   matmul(weights_.output, xn_.data(), rows, logits, *pool_);
+  const int64_t V = c.n_vocab;
   if (c.logit_scale != 1.0f) {
     // ggml multiplies by the reciprocal, so the bits follow llama.cpp's.
-    const int64_t V = c.n_vocab;
     for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(logits + r * V, 1.0f / c.logit_scale, V); });
   }
+  if (c.final_softcap > 0.0f)
+    for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(logits + r * V, c.final_softcap, V); });
 }
 
 }  // namespace pagoda

@@ -64,8 +64,16 @@ Reference naive(const std::vector<float>& q, int64_t n_tokens, int32_t pos0, con
           d += qh[i] * kr[i];
           mag += std::fabs(qh[i] * kr[i]);
         }
-        s.push_back(d * p.scale);
-        err.push_back(hd * u * p.scale * mag + u * std::fabs(d * p.scale));
+        double sj = d * p.scale, ej = hd * u * p.scale * mag + u * std::fabs(sj);
+        if (p.softcap > 0) {
+          // cap * tanh(s / cap) has slope <= 1, so the score's error carries over at most
+          // as is; the kernel's float 1 / cap, the product, tanh's rounding and the times
+          // cap add four roundings of the capped score.
+          sj = p.softcap * std::tanh(sj / p.softcap);
+          ej += 4 * u * std::fabs(sj);
+        }
+        s.push_back(sj);
+        err.push_back(ej);
         js.push_back(j);
       }
       const size_t imax = static_cast<size_t>(std::max_element(s.begin(), s.end()) - s.begin());
@@ -98,13 +106,14 @@ Reference naive(const std::vector<float>& q, int64_t n_tokens, int32_t pos0, con
 
 struct Case {
   int32_t heads, kv_heads, head_dim, window, pos0, n_tokens;
+  int32_t softcap = 0;  // Gemma 2's attention soft cap (0: none)
 };
 
 std::string case_name(const Case& c) {
   char buf[96];
   std::snprintf(buf, sizeof(buf), "h%d_kv%d_d%d_w%d_p%d_n%d", c.heads, c.kv_heads, c.head_dim, c.window, c.pos0,
                 c.n_tokens);
-  return buf;
+  return c.softcap > 0 ? std::string(buf) + "_cap" + std::to_string(c.softcap) : std::string(buf);
 }
 
 struct Inputs {
@@ -115,7 +124,8 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c) {
   Inputs in;
-  in.p = AttentionParams{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
+  in.p = AttentionParams{c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window,
+                         static_cast<float>(c.softcap)};
   const int32_t total = c.pos0 + c.n_tokens;
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -196,7 +206,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 2, 20, 0, 10, 4},       // head_dim 20: scalar only
                       Case{32, 1, 64, 0, 100, 1},     // 32 heads on one KV head, decode: rows in lanes
                       Case{24, 1, 128, 0, 7, 5},      // 24 rows a token: two lane groups, one partial
-                      Case{3, 1, 64, 16, 40, 33}),    // GQA 3: blocks of 5 tokens, 15 rows, window
+                      Case{3, 1, 64, 16, 40, 33},     // GQA 3: blocks of 5 tokens, 15 rows, window
+                      // Soft-capped scores (Gemma 2): caps that bend these scores (q is
+                      // 2x a unit normal, so scores reach ~6) in every path: prefill rows
+                      // in lanes, decode, a window, a tiled long context and its split decode.
+                      Case{8, 4, 32, 0, 0, 40, 2},    // prefill from empty, cap 2
+                      Case{8, 4, 256, 16, 30, 5, 3},  // Gemma 2 2B's heads: a local layer chunk
+                      Case{8, 4, 64, 0, 90, 1, 1},    // GQA 2 decode, cap 1
+                      Case{16, 1, 64, 0, 10, 1, 2},   // 16 heads on one KV head, decode: rows in lanes
+                      Case{4, 2, 64, 0, 3000, 9, 4},  // tiled: chunk ending past 3000 keys
+                      Case{8, 8, 64, 0, 4095, 1, 4}), // tiled, split-KV decode at 4096
     [](const auto& info) { return case_name(info.param); });
 
 }  // namespace

@@ -46,6 +46,25 @@ TEST(Activations, SwigluAndGegluMatchDefinitions) {
     EXPECT_NEAR(g3[i], 0.5 * g2[i] * (1 + std::erf(g2[i] / std::sqrt(2.0))) * u[i], 2e-3);
 }
 
+// cap * tanh(x / cap) in llama.cpp's order: within an ulp or two of the double formula
+// (the float 1 / cap and the products round), odd, bounded by cap, and the identity's
+// slope at 0.
+TEST(Softcap, IsCapTimesTanhOfTheScaledValue) {
+  for (float cap : {4.0f, 30.0f, 50.0f})
+    for (float x : {0.0f, 0.01f, 1.0f, 3.5f, 20.0f, 49.0f, 200.0f, 1e6f}) {
+      const double want = cap * std::tanh(static_cast<double>(x) / cap);
+      EXPECT_NEAR(softcap(x, cap), want, 3e-7 * std::max(1.0, std::fabs(want))) << x << " cap " << cap;
+      EXPECT_EQ(softcap(-x, cap), -softcap(x, cap));
+      EXPECT_LE(std::fabs(softcap(x, cap)), cap);
+    }
+  EXPECT_TRUE(std::signbit(softcap(-0.0f, 30.0f)));
+  EXPECT_EQ(softcap(INFINITY, 30.0f), 30.0f);
+  std::vector<float> row = {-100.0f, -1.0f, 0.0f, 2.0f, 1000.0f};
+  const std::vector<float> in = row;
+  softcap_inplace(row.data(), 30.0f, static_cast<int64_t>(row.size()));
+  for (size_t i = 0; i < row.size(); ++i) EXPECT_EQ(row[i], softcap(in[i], 30.0f));
+}
+
 }  // namespace
 }  // namespace pagoda
 
@@ -189,6 +208,48 @@ TEST_P(ElementwiseSimdTest, SoftmaxMatchesScalar) {
     ref.softmax(b.data(), n);
     // Same exp (bit for bit), same max; the double sum's order may move 1 / sum by an ulp.
     for (int64_t i = 0; i < n; ++i) ASSERT_LE(ulps(a[i], b[i]), 1) << "n=" << n << " i=" << i;
+  }
+}
+
+// Soft-capping: every body gives the scalar softcap's bits (vtanh.h's vector tanh is the
+// correctly rounded one, as the scalar body's is), over sampled bit patterns of every
+// exponent, values near the tanh series / ratio switch (1/16 after the division) and its
+// saturation (10), and the special values. Checked once for every float input with caps
+// 1 (the tanh of every float) and 50, on both targets: no difference.
+TEST_P(ElementwiseSimdTest, SoftcapIsTheScalarBitForBit) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
+  std::vector<float> x;
+  std::mt19937 rng(11);
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint32_t u = static_cast<uint32_t>(rng());
+    float f;
+    std::memcpy(&f, &u, 4);
+    x.push_back(f);
+  }
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int i = 0; i < (1 << 16); ++i) x.push_back(nd(rng) * 0.0625f);
+  for (int i = 0; i < (1 << 16); ++i) x.push_back(nd(rng) * 40.0f);
+  for (float f : {0.0f, -0.0f, 0.0625f, -0.0625f, 10.0f, -10.0f, 9.0f, 9.1f, 1e-45f, -1e-45f, 1e-30f, 3e38f, -3e38f,
+                  INFINITY, -INFINITY, NAN})
+    x.push_back(f);
+  for (float cap : {1.0f, 4.0f, 30.0f, 50.0f}) {
+    std::vector<float> a = x, b = x;
+    for (int64_t n : sizes()) {  // tails of every length
+      std::vector<float> c(x.begin(), x.begin() + n), d = c;
+      simd.softcap(c.data(), cap, n);
+      ref.softcap(d.data(), cap, n);
+      ASSERT_EQ(std::memcmp(c.data(), d.data(), n * sizeof(float)), 0) << "cap " << cap << " n=" << n;
+    }
+    simd.softcap(a.data(), cap, static_cast<int64_t>(a.size()));
+    ref.softcap(b.data(), cap, static_cast<int64_t>(b.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(b[i])) {
+        ASSERT_TRUE(std::isnan(a[i])) << "x=" << x[i];
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0)
+          << "cap " << cap << " x=" << x[i] << " got " << a[i] << " want " << b[i];
+    }
   }
 }
 

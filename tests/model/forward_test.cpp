@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -21,7 +22,8 @@ std::string tiny_model(const std::string& arch, DType type) {
   RandomModelSpec s;
   s.arch = arch;
   s.type = type;
-  s.layers = arch == "gemma3" ? 6 : 2;  // gemma3: five sliding-window layers and a global one
+  // gemma3: five sliding-window layers and a global one; gemma2: one of each.
+  s.layers = arch == "gemma3" ? 6 : 2;
   s.sliding_window = 4;
   EXPECT_TRUE(write_random_model(s, path.string()).is_ok());
   return path.string();
@@ -102,7 +104,7 @@ TEST_P(ForwardTest, RejectsTokensOutsideVocabularyAndContextOverflow) {
   EXPECT_NE(st.message().find("do not fit"), std::string::npos) << st.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3", "gemma2"));
 
 TEST(ModelLoad, MissingTensorIsAClearError) {
   // A gemma3 file read as if it were llama is fine, but a file missing a required tensor
@@ -129,6 +131,79 @@ TEST(ModelLoad, MissingTensorIsAClearError) {
   ASSERT_FALSE(model.is_ok());
   EXPECT_NE(model.status().message().find("missing tensor blk.1.ffn_up.weight"), std::string::npos)
       << model.status().message();
+}
+
+// The bytes of a file, and a copy of them written under another name.
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string write_copy(const std::string& path, const std::string& bytes, const std::string& suffix) {
+  const std::string out = path + suffix;
+  std::ofstream(out, std::ios::binary) << bytes;
+  return out;
+}
+
+std::string load_error(const std::string& path) {
+  auto file = GgufFile::open(path);
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  if (!file.is_ok()) return "";
+  ThreadPool pool(1);
+  auto model = Model::load(*file, pool);
+  return model.is_ok() ? "" : model.status().message();
+}
+
+// Gemma 2's own keys (soft caps, sliding window) are required: a file without one, or
+// with a cap that is not positive, is refused in one line naming the file and the key.
+TEST(ModelLoad, Gemma2KeysMissingOrWrongAreClearErrors) {
+  const std::string path = tiny_model("gemma2", DType::F32);
+  const std::string bytes = read_bytes(path);
+  for (const std::string key : {"gemma2.attn_logit_softcapping", "gemma2.final_logit_softcapping",
+                                "gemma2.attention.sliding_window"}) {
+    const size_t at = bytes.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    std::string missing = bytes;
+    missing[at + 2] = 'X';  // "geXma2...": the key is gone
+    const std::string broken = write_copy(path, missing, ".missing.gguf");
+    const std::string msg = load_error(broken);
+    EXPECT_NE(msg.find(broken), std::string::npos) << msg;
+    EXPECT_NE(msg.find(key), std::string::npos) << msg;
+    EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  // The value follows the key: its type (u32), then the f32 itself; make it -1.
+  const std::string key = "gemma2.final_logit_softcapping";
+  std::string wrong = bytes;
+  const float minus_one = -1.0f;
+  std::memcpy(&wrong[bytes.find(key) + key.size() + 4], &minus_one, 4);
+  const std::string broken = write_copy(path, wrong, ".wrong.gguf");
+  const std::string msg = load_error(broken);
+  EXPECT_NE(msg.find(broken), std::string::npos) << msg;
+  EXPECT_NE(msg.find(key + " must be a positive number"), std::string::npos) << msg;
+}
+
+// The config the gemma2 spec derives: alternating local and global layers, both with the
+// file's RoPE, the caps, Gemma's embedding scale and attention scale.
+TEST(ModelLoad, Gemma2ConfigFollowsLlamaCpp) {
+  const std::string path = tiny_model("gemma2", DType::F32);
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok());
+  ThreadPool pool(1);
+  auto model = Model::load(*file, pool);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const ModelConfig& c = (*model)->config();
+  ASSERT_EQ(c.n_layer, 2);
+  EXPECT_TRUE(c.layer_is_local[0]);
+  EXPECT_FALSE(c.layer_is_local[1]);
+  EXPECT_EQ(c.sliding_window, 4);
+  EXPECT_EQ(c.rope.layout, RopeLayout::kNeox);
+  EXPECT_EQ(c.rope_local.freq_base, c.rope.freq_base);
+  EXPECT_GT(c.attn_softcap, 0.0f);
+  EXPECT_GT(c.final_softcap, 0.0f);
+  EXPECT_EQ(c.embed_scale, std::sqrt(static_cast<float>(c.n_embd)));
+  EXPECT_EQ(c.attn_scale, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
+  EXPECT_EQ((*model)->weights().output.data, (*model)->weights().tok_embd.data);
 }
 
 }  // namespace

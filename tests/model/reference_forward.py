@@ -3,8 +3,8 @@
 It shares nothing with the C++ code: the GGUF file is read with the `gguf` package's
 GGUFReader and every tensor is dequantized with `gguf.quants.dequantize`, except Pagoda's
 own W8A8 matrices (an I8 tensor times the F32 row scales of "<name>.scale"). The
-architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp
-and the hparams in src/llama-model.cpp):
+architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp,
+gemma2.cpp and the hparams in src/llama-model.cpp):
 
   llama   RMSNorm; RoPE of llama.cpp's "norm" mode, rotating ADJACENT pairs
           (x[2i], x[2i+1]) by pos * base^(-2i/n_rot); SwiGLU FFN silu(gate) * up;
@@ -20,6 +20,12 @@ and the hparams in src/llama-model.cpp):
           others are global (rope base {arch}.rope.freq_base); scale 1/sqrt(head_dim);
           post_attention_norm on the attention output and post_ffw_norm on the FFN output,
           each before its residual add; GeGLU FFN with tanh-approximated GELU; tied output.
+  gemma2  gemma3 without the q/k norms: layer il is a sliding-window layer when il % 2 == 0
+          (same RoPE base as the global layers, {arch}.rope.freq_base or 10000); q.k times
+          1/sqrt(head_dim) (1/sqrt(n_embd / n_head) for the 46-layer 27B), then soft-capped,
+          s = c * tanh(s / c) with c = gemma2.attn_logit_softcapping, before the mask and
+          softmax; the logits soft-capped likewise by gemma2.final_logit_softcapping; output
+          tied unless output.weight exists.
 
 Usage:
     model = ReferenceModel("model.gguf")
@@ -61,6 +67,10 @@ class HParams:
     attention_scale: float = 0.0
     residual_scale: float = 0.0
     logit_scale: float = 0.0
+    # Gemma 2's soft caps (llama.cpp's f_attn_logit_softcapping, f_final_logit_softcapping;
+    # 0 = not applied).
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
 
 
 def _field(reader: GGUFReader, key: str, default=None):
@@ -70,7 +80,7 @@ def _field(reader: GGUFReader, key: str, default=None):
 
 def read_hparams(reader: GGUFReader) -> HParams:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3"):
+    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2"):
         raise ValueError(f"reference: architecture {arch!r} not supported")
     g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
@@ -110,6 +120,8 @@ def read_hparams(reader: GGUFReader) -> HParams:
         attention_scale=float(g("attention.scale", 0.0)),
         residual_scale=float(g("residual_scale", 0.0)),
         logit_scale=float(g("logit_scale", 0.0)),
+        attn_softcap=float(g("attn_logit_softcapping", 0.0)) if arch == "gemma2" else 0.0,
+        final_softcap=float(g("final_logit_softcapping", 0.0)) if arch == "gemma2" else 0.0,
     )
 
 
@@ -166,9 +178,10 @@ def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float, 
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: np.ndarray, scale: float,
-              window: int = 0, f16_probs: bool = False) -> np.ndarray:
+              window: int = 0, f16_probs: bool = False, softcap: float = 0.0) -> np.ndarray:
     """q: [T, n_head, hd], k/v: [T, n_kv, hd]. Causal; with window > 0 a query at p sees only
-    keys at j with p - j < window. Query head h reads kv head h // (n_head / n_kv) (GQA)."""
+    keys at j with p - j < window. Query head h reads kv head h // (n_head / n_kv) (GQA).
+    softcap > 0: scores become softcap * tanh(score / softcap) before the mask."""
     T, n_head, hd = q.shape
     group = n_head // k.shape[1]
     diff = pos[:, None] - pos[None, :]  # query pos - key pos
@@ -178,6 +191,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos: np.ndarray, scal
     out = np.empty_like(q)
     for h in range(n_head):
         s = (q[:, h, :] @ k[:, h // group, :].T) * scale
+        if softcap > 0:
+            s = softcap * np.tanh(s / softcap)
         s = np.where(visible, s, -np.inf)
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         p /= p.sum(axis=-1, keepdims=True)
@@ -219,6 +234,8 @@ class ReferenceModel:
         return y if bias is None else y + bias
 
     def is_swa_layer(self, il: int) -> bool:
+        if self.hp.arch == "gemma2":
+            return il % 2 == 0
         return self.hp.arch == "gemma3" and self.hp.sliding_window > 0 and il % 6 < 5
 
     def attention_block(self, x: np.ndarray, il: int, pos: np.ndarray) -> np.ndarray:
@@ -231,8 +248,9 @@ class ReferenceModel:
             q = rms_norm(q, self.w[p + "attn_q_norm.weight"], hp.eps)
             k = rms_norm(k, self.w[p + "attn_k_norm.weight"], hp.eps)
         swa = self.is_swa_layer(il)
-        base, scale = (10000.0, 1.0) if swa else (hp.rope_base, hp.rope_scale)
-        neox = hp.arch in ("qwen2", "gemma3", "qwen3")
+        # gemma3's local layers have their own base; gemma2's use the global RoPE.
+        base, scale = (10000.0, 1.0) if swa and hp.arch == "gemma3" else (hp.rope_base, hp.rope_scale)
+        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2")
         if not (hp.arch == "smollm3" and (il + 1) % 4 == 0):  # SmolLM3: every 4th layer is NoPE
             factors = None if swa else self.w.get("rope_freqs.weight")
             yarn = None if swa else hp.yarn
@@ -241,27 +259,29 @@ class ReferenceModel:
         if self.f16_attention:
             q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
         kq_scale = hp.attention_scale or 1.0 / math.sqrt(hp.head_dim)
+        if hp.arch == "gemma2" and hp.n_layer == 46:  # Gemma 2 27B: query_pre_attn_scalar
+            kq_scale = 1.0 / math.sqrt(hp.n_embd // hp.n_head)
         o = attention(q, k, v, pos, kq_scale, hp.sliding_window if swa else 0,
-                      f16_probs=self.f16_attention)
+                      f16_probs=self.f16_attention, softcap=hp.attn_softcap)
         return self.linear(o.reshape(T, hp.n_head * hp.head_dim), p + "attn_output")
 
     def ffn_block(self, x: np.ndarray, il: int) -> np.ndarray:
         p = f"blk.{il}."
         gate, up = self.linear(x, p + "ffn_gate"), self.linear(x, p + "ffn_up")
         gelu = gelu_ggml if self.f16_attention else gelu_tanh
-        act = gelu(gate) if self.hp.arch == "gemma3" else silu(gate)
+        act = gelu(gate) if self.hp.arch in ("gemma3", "gemma2") else silu(gate)
         return self.linear(act * up, p + "ffn_down")
 
     def layer(self, x: np.ndarray, il: int, pos: np.ndarray) -> np.ndarray:
         hp, w, p = self.hp, self.w, f"blk.{il}."
         a = self.attention_block(rms_norm(x, w[p + "attn_norm.weight"], hp.eps), il, pos)
-        if hp.arch == "gemma3":
+        if hp.arch in ("gemma3", "gemma2"):
             a = rms_norm(a, w[p + "post_attention_norm.weight"], hp.eps)
         if hp.residual_scale:
             a = a * hp.residual_scale
         x = x + a
         f = self.ffn_block(rms_norm(x, w[p + "ffn_norm.weight"], hp.eps), il)
-        if hp.arch == "gemma3":
+        if hp.arch in ("gemma3", "gemma2"):
             f = rms_norm(f, w[p + "post_ffw_norm.weight"], hp.eps)
         if hp.residual_scale:
             f = f * hp.residual_scale
@@ -274,7 +294,7 @@ class ReferenceModel:
             raise ValueError("reference: token ids must be a non-empty list within the vocabulary")
         pos = np.arange(ids.size, dtype=np.float64)
         x = self.w["token_embd.weight"][ids]
-        if self.hp.arch == "gemma3":
+        if self.hp.arch in ("gemma3", "gemma2"):
             x = x * math.sqrt(self.hp.n_embd)
         if self.hp.embedding_scale:
             x = x * self.hp.embedding_scale
@@ -282,6 +302,8 @@ class ReferenceModel:
             x = self.layer(x, il, pos)
         x = rms_norm(x, self.w["output_norm.weight"], self.hp.eps)
         logits = self.linear(x, "output" if "output.weight" in self.w else "token_embd")  # else tied
+        if self.hp.final_softcap:
+            logits = self.hp.final_softcap * np.tanh(logits / self.hp.final_softcap)
         return logits / self.hp.logit_scale if self.hp.logit_scale else logits
 
     def greedy(self, prompt, n: int) -> list[int]:

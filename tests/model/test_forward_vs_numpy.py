@@ -110,14 +110,14 @@ def tolerance(ref: ReferenceModel, fmt: str, ids, rows: slice, clean: np.ndarray
 
 PROMPT = [1] + [(37 * i + 11) % 500 + 3 for i in range(19)]  # 20 ids, all < 512
 N_GEN = 16
-SLIDING_WINDOW = 8  # < 20 + 16, so gemma3's local layers really drop keys
+SLIDING_WINDOW = 8  # < 20 + 16, so gemma3's and gemma2's local layers really drop keys
 
 # Row widths: the 32-value formats fit dim 64 / ff 128; K-quants need multiples of 256.
 NARROW = dict(dim=64, ff=128)
 WIDE = dict(dim=256, ff=512)
-CASES = [(arch, fmt, NARROW) for arch in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3")
+CASES = [(arch, fmt, NARROW) for arch in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2")
          for fmt in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
-CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3") for fmt in ("Q4_K", "Q6_K")]
+CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3", "gemma2") for fmt in ("Q4_K", "Q6_K")]
 # W8A8 (Pagoda's int8 x int8 format): rows of 96 and 160, odd multiples of 32.
 CASES += [(arch, "W8A8", dict(dim=96, ff=160)) for arch in ("llama", "qwen2", "gemma3")]
 # gemma3 with head_dim 32: q is 4 * 32 = 128 wide, twice n_embd (as in real Gemma 3 models).
@@ -129,8 +129,9 @@ CASES += [(arch, "F32", dict(NARROW, rope_scaling=kind)) for arch in ("llama", "
 
 
 def n_layers(arch: str) -> int:
-    # gemma3: layers 0-4 sliding-window, layer 5 global; smollm3: layer 3 has no RoPE.
-    return {"gemma3": 6, "smollm3": 4}.get(arch, 2)
+    # gemma3: layers 0-4 sliding-window, layer 5 global; smollm3: layer 3 has no RoPE;
+    # gemma2: layers 0 and 2 sliding-window, 1 and 3 global.
+    return {"gemma3": 6, "smollm3": 4, "gemma2": 4}.get(arch, 2)
 
 
 def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: dict, seed: int = 7):
@@ -199,8 +200,10 @@ def test_generated_model_matches_reference(pagoda_bin, tmp_path, arch, fmt, shap
     model = generate_model(pagoda_bin, tmp_path / f"{arch}-{fmt}.gguf", arch, fmt, shape)
     ref = ReferenceModel(model, f16_attention=True)
     assert ref.hp.arch == arch and ref.hp.n_layer == n_layers(arch) and ref.hp.n_head_kv == 2
-    if arch == "gemma3":
+    if arch in ("gemma3", "gemma2"):
         assert ref.hp.sliding_window == SLIDING_WINDOW < len(PROMPT) + N_GEN
+    if arch == "gemma2":
+        assert ref.hp.attn_softcap > 0 and ref.hp.final_softcap > 0
     assert ("rope_freqs.weight" in ref.w) == bool(shape.get("rope_freqs"))
     gen, logits = run_greedy(pagoda_bin, model, PROMPT, N_GEN, tmp_path)
     assert len(gen) == N_GEN
@@ -248,7 +251,7 @@ def _llamacpp_greedy(model, prompt, n, out_npy):
 
 
 @pytest.mark.skipif(os.environ.get("PAGODA_SKIP_LLAMACPP") == "1", reason="PAGODA_SKIP_LLAMACPP=1")
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2"])
 def test_reference_matches_llamacpp(pagoda_bin, tmp_path, arch):
     """The oracle against llama.cpp itself (F32 KV cache, so the oracle runs exactly), when built."""
     model = generate_model(pagoda_bin, tmp_path / f"{arch}.gguf", arch, "F32", NARROW)

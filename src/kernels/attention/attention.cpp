@@ -10,6 +10,7 @@
 
 #include "base/fp16.h"
 #include "kernels/attention/attention_kernels.h"
+#include "kernels/elementwise/elementwise.h"
 #include "kernels/simd/simd_target.h"
 
 namespace pagoda {
@@ -55,6 +56,7 @@ void attend_scalar_tiled(const Unit& u) {
           float s = 0.0f;
           for (int32_t i = 0; i < hd; ++i) s += qh[i] * kv_at(u, kr, i);
           scores[j - j0] = s * u.scale;
+          if (u.softcap != 0.0f) scores[j - j0] = softcap(scores[j - j0], u.softcap);
           mt = std::max(mt, scores[j - j0]);
         }
         const float m_new = std::max(m, mt);
@@ -109,6 +111,7 @@ void attend_scalar(const Unit& u) {
         float s = 0.0f;
         for (int32_t i = 0; i < hd; ++i) s += qh[i] * kv_at(u, kr, i);
         s *= u.scale;
+        if (u.softcap != 0.0f) s = softcap(s, u.softcap);
         scores[j - lo] = s;
         m = std::max(m, s);
       }
@@ -342,6 +345,7 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       u.hi = pos;
       u.window = p.window;
       u.scale = p.scale;
+      u.softcap = p.softcap;
       u.rows_in_lanes = s.n_tokens > 1 || group >= 16;
       u.scratch = buf.data();
       u.tiled = sp.tiled;

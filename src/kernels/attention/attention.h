@@ -7,8 +7,10 @@
 // sum, probabilities rounded to FP16 before the V product). GQA/MQA: query head h reads
 // KV head h / (n_heads / n_kv_heads); KV is never duplicated.
 //
-// The contract, exactly: q rounded to FP16; s_j = scale * (q . k_j) summed in float;
-// p_j = expf(s_j - max_j s_j) (libm's expf, bit for bit); sum = the p_j added in double;
+// The contract, exactly: q rounded to FP16; s_j = scale * (q . k_j) summed in float,
+// then soft-capped when the call has a cap c (s_j = softcap(s_j, c), elementwise.h's
+// c * tanh(s_j / c), the same bits in every body; Gemma 2); p_j = expf(s_j - max_j s_j)
+// (libm's expf, bit for bit); sum = the p_j added in double;
 // w_j = FP16(p_j * float(1 / sum)); out = sum_j w_j v_j in float. Bodies (scalar, avx2,
 // avx512; attention_kernels.h) differ only in the order of the float and double sums.
 // Work is split over the pool by (sequence, KV head, block of tokens) in one parallel
@@ -31,6 +33,7 @@ struct AttentionParams {
   int32_t head_dim = 0;
   float scale = 1.0f;      // applied to q.k
   int32_t window = 0;      // sliding window: query at p sees keys p-window+1..p; 0 = all
+  float softcap = 0.0f;    // > 0: scores become softcap * tanh(score / softcap) before the softmax
 };
 
 // How cached keys/values are stored. kF16: a row is n_kv_heads * head_dim FP16 values.

@@ -15,8 +15,10 @@
 //       dimension, then one register transpose turns them into rows. No reductions; every
 //       key row is read once for all the unit's tokens. Rows compute scores for every key
 //       of the unit's range and each token's softmax reads only its own keys.
-//  2. Softmax per query row: vector max, exp and the double sum (vexp.h: libm's
-//     expf bit for bit, in vectors), probabilities scaled and rounded to FP16 in vectors.
+//  2. Softmax per query row: with a soft cap, the row's scores capped first (vtanh.h:
+//     the scalar softcap's bits, in vectors); vector max, exp and the double sum (vexp.h:
+//     libm's expf bit for bit, in vectors), probabilities scaled and rounded to FP16 in
+//     vectors.
 //  3. Values, per token: for H heads x CW vectors of head_dim, each value row chunk is
 //     loaded once for all H heads and weighted by broadcast probabilities; no reduction.
 #pragma once
@@ -26,6 +28,7 @@
 #include <cstring>
 
 #include "kernels/simd/vexp.h"
+#include "kernels/simd/vtanh.h"
 #include "kernels/attention/attention_kernels.h"
 
 namespace pagoda::attn {
@@ -194,6 +197,12 @@ struct Attend {
 
   // ------------------------------------------------------------------ softmax and values
 
+  // Soft-capping of one score row (Gemma 2), out of line so that the rows of an uncapped
+  // call (every other architecture) pay one comparison and nothing in code size.
+  __attribute__((noinline)) static void softcap_row(float* s, int32_t len, float cap) {
+    simd::softcap_row<V>(s, len, cap);
+  }
+
   // Softmax of one score row in place, ending as FP16-rounded probabilities.
   static void softmax_row(float* s, int32_t len) {
     int32_t j = 0;
@@ -254,7 +263,10 @@ struct Attend {
     const int32_t len = pos - lo + 1;
     const int32_t nh = u.n_heads;
     float* rows = sc + static_cast<size_t>(t) * nh * u.ld + (lo - u.lo);
-    for (int32_t h = 0; h < nh; ++h) softmax_row(rows + h * u.ld, len);
+    for (int32_t h = 0; h < nh; ++h) {
+      if (__builtin_expect(u.softcap != 0.0f, 0)) softcap_row(rows + h * u.ld, len, u.softcap);
+      softmax_row(rows + h * u.ld, len);
+    }
     float* out = u.out + t * u.q_stride;
     for (int32_t h = 0; h < nh;) {
       const float* w = rows + h * u.ld;
@@ -325,6 +337,7 @@ struct Attend {
         for (int32_t h = 0; h < nh; ++h) {
           float* s = w + h * u.ld;
           const int32_t r = t * nh + h;
+          if (__builtin_expect(u.softcap != 0.0f, 0)) softcap_row(s, len, u.softcap);
           int32_t j = 0;
           F mv = V::set1(-INFINITY);
           for (; j + L <= len; j += L) mv = V::max(V::load(s + j), mv);

@@ -58,6 +58,9 @@ struct Unit {
   int32_t lo = 0, hi = 0;
   int32_t window = 0;
   float scale = 1.0f;
+  // > 0: each score row a token reads is soft-capped (elementwise.h's softcap) before its
+  // softmax; 0 costs one comparison per row.
+  float softcap = 0.0f;
   // Which way a SIMD body sums q.k (attention_body.h): the front decides from the call's
   // shape alone, so results never depend on how the work was split over threads.
   bool rows_in_lanes = false;

@@ -90,6 +90,10 @@ void exp_scalar(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
 
+void softcap_scalar(float* x, float cap, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = softcap(x[i], cap);
+}
+
 const ElementwiseKernels& best() {
   static const ElementwiseKernels k = elementwise_kernels(best_simd_target());
   return k;
@@ -98,7 +102,8 @@ const ElementwiseKernels& best() {
 }  // namespace
 
 ElementwiseKernels elementwise_kernels(SimdTarget target) {
-  ElementwiseKernels k{rms_norm_scalar, swiglu_scalar, geglu_scalar, softmax_scalar, add_scalar, scale_scalar, exp_scalar};
+  ElementwiseKernels k{rms_norm_scalar, swiglu_scalar, geglu_scalar, softmax_scalar,
+                       add_scalar,      scale_scalar,  exp_scalar,   softcap_scalar};
   if (target >= SimdTarget::kAvx2) simd::register_elementwise_avx2(k);
   if (target >= SimdTarget::kAvx512) simd::register_elementwise_avx512(k);
   return k;
@@ -110,6 +115,11 @@ float gelu_tanh(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kCoef = 0.044715f;
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+float softcap(float x, float cap) {
+  const float y = x * (1.0f / cap);
+  return static_cast<float>(std::tanh(static_cast<double>(y))) * cap;
 }
 
 float gelu_fp16_table(float x) {
@@ -125,5 +135,6 @@ void softmax(float* x, int64_t n) { best().softmax(x, n); }
 void add_inplace(float* a, const float* b, int64_t n) { best().add(a, b, n); }
 void scale_inplace(float* a, float s, int64_t n) { best().scale(a, s, n); }
 void exp_inplace(float* x, int64_t n) { best().exp(x, n); }
+void softcap_inplace(float* x, float cap, int64_t n) { best().softcap(x, cap, n); }
 
 }  // namespace pagoda

@@ -10,7 +10,7 @@
 // outputs are within 4 ulp of the scalar body). Everything else is bit-identical to the
 // scalar body: the per-element float operations run in the same order, geglu looks up
 // the same table, softmax and exp_inplace use the vector exp that returns libm's expf
-// bit for bit.
+// bit for bit, softcap_inplace the vector tanh that returns softcap()'s bits.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +39,12 @@ void add_inplace(float* a, const float* b, int64_t n);
 void scale_inplace(float* a, float s, int64_t n);
 // x[i] = std::exp(x[i]), bit for bit, in vectors where the CPU has them.
 void exp_inplace(float* x, int64_t n);
+// Soft-capping (Gemma 2's attention scores and logits): cap * tanh(x / cap) computed as
+// llama.cpp does (x times the float 1 / cap, tanh, times cap), with the correctly rounded
+// tanh (libm's double tanh rounded to float; ggml's tanhf is within 2 ulp of it). cap > 0.
+float softcap(float x, float cap);
+// x[i] = softcap(x[i], cap), bit for bit, in vectors where the CPU has them.
+void softcap_inplace(float* x, float cap, int64_t n);
 
 // The bodies behind the functions above for one SIMD target (which must be runnable
 // here); members a target does not implement are the next lower target's. For tests and
@@ -51,6 +57,7 @@ struct ElementwiseKernels {
   void (*add)(float* a, const float* b, int64_t n) = nullptr;
   void (*scale)(float* a, float s, int64_t n) = nullptr;
   void (*exp)(float* x, int64_t n) = nullptr;
+  void (*softcap)(float* x, float cap, int64_t n) = nullptr;
 };
 ElementwiseKernels elementwise_kernels(SimdTarget target);
 

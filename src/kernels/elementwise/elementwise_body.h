@@ -11,6 +11,7 @@
 
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/simd/vexp.h"
+#include "kernels/simd/vtanh.h"
 
 namespace pagoda::simd {
 namespace {
@@ -103,6 +104,8 @@ struct Elementwise {
 
   static void exp(float* x, int64_t n) { exp_shifted_sum<V, false>(x, n, 0.0f); }
 
+  static void softcap(float* x, float cap, int64_t n) { softcap_row<V>(x, n, cap); }
+
   static void fill(ElementwiseKernels& k) {
     k.rms_norm = rms_norm;
     k.swiglu = swiglu;
@@ -111,6 +114,7 @@ struct Elementwise {
     k.add = add;
     k.scale = scale;
     k.exp = exp;
+    k.softcap = softcap;
   }
 };
 

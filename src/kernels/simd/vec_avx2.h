@@ -13,11 +13,13 @@
 //                  their _tail forms, load_i8, lookup_h (an FP16 table at fp16(x))
 //   arithmetic     add sub mul div fma(a, b, c) = a * b + c, fnma = c - a * b, min /
 //                  max (the second operand when either is NaN, as vminps / vmaxps),
-//                  abs, round (to nearest even), round_h, scale2(a, k) = a * 2^k
+//                  abs, copysign(mag, sgn) (mag's magnitude, sgn's sign bit), round
+//                  (to nearest even), round_h, scale2(a, k) = a * 2^k
 //   lanes          ge le eq (ordered) -> M, blend(m, a, b) = m ? b : a, bits(M),
 //                  any_nan, hmax hsum, reduce (lane i = sum of a[i]), transpose
 //   doubles        widen_lo / widen_hi (F -> D), narrow(lo, hi), the D arithmetic
-//                  d_* and exp2_k32 (2^(k / 32) for integral k in [-5120, 4640])
+//                  d_* (d_lt -> DM, a lane mask of D; d_blend(m, a, b) = m ? b : a)
+//                  and exp2_k32 (2^(k / 32) for integral k in [-5120, 4640])
 //   integers       I (int32 lanes), bits_of (a bit cast), i_and i_sub i_min i_hsum
 //                  set1_i, store_bytes (each lane's low byte, kLanes bytes)
 //   compress       compress(out, bits, v) / compress_index(out, bits, base): the lanes
@@ -36,6 +38,7 @@ struct V256 {
   using F = __m256;
   using D = __m256d;
   using M = __m256;
+  using DM = __m256d;
   using I = __m256i;
   static constexpr int kLanes = 8;
 
@@ -115,6 +118,10 @@ struct V256 {
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
   static F abs(F a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+  static F copysign(F mag, F sgn) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, sgn));
+  }
   static F round(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // a * 2^k for integral k in [-151, 129], as two normal powers of two 2^(k >> 1) *
   // 2^(k - (k >> 1)), so overflow and gradual underflow round once, at the end.
@@ -185,12 +192,16 @@ struct V256 {
   static D d_zero() { return _mm256_setzero_pd(); }
   static D d_set1(double x) { return _mm256_set1_pd(x); }
   static D d_add(D a, D b) { return _mm256_add_pd(a, b); }
+  static D d_sub(D a, D b) { return _mm256_sub_pd(a, b); }
   static D d_mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D d_div(D a, D b) { return _mm256_div_pd(a, b); }
   static D d_fma(D a, D b, D c) { return _mm256_fmadd_pd(a, b, c); }
   static D d_fnma(D a, D b, D c) { return _mm256_fnmadd_pd(a, b, c); }
   static D d_min(D a, D b) { return _mm256_min_pd(a, b); }
   static D d_max(D a, D b) { return _mm256_max_pd(a, b); }
   static D d_round(D a) { return _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static DM d_lt(D a, D b) { return _mm256_cmp_pd(a, b, _CMP_LT_OQ); }
+  static D d_blend(DM m, D a, D b) { return _mm256_blendv_pd(a, b, m); }
   static double d_hsum(D a) {
     __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
     return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));

@@ -15,6 +15,7 @@ struct V512 {
   using F = __m512;
   using D = __m512d;
   using M = __mmask16;
+  using DM = __mmask8;
   using I = __m512i;
   static constexpr int kLanes = 16;
 
@@ -69,6 +70,11 @@ struct V512 {
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
   static F abs(F a) { return _mm512_abs_ps(a); }
+  static F copysign(F mag, F sgn) {
+    // Bits of mag where the mask (all but the sign) is set, of sgn elsewhere.
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7fffffff), _mm512_castps_si512(mag),
+                                                         _mm512_castps_si512(sgn), 0xca));
+  }
   static F round(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // vscalefps: IEEE overflow to inf and gradual underflow to 0.
   static F scale2(F a, F k) { return _mm512_scalef_ps(a, k); }
@@ -136,12 +142,16 @@ struct V512 {
   static D d_zero() { return _mm512_setzero_pd(); }
   static D d_set1(double x) { return _mm512_set1_pd(x); }
   static D d_add(D a, D b) { return _mm512_add_pd(a, b); }
+  static D d_sub(D a, D b) { return _mm512_sub_pd(a, b); }
   static D d_mul(D a, D b) { return _mm512_mul_pd(a, b); }
+  static D d_div(D a, D b) { return _mm512_div_pd(a, b); }
   static D d_fma(D a, D b, D c) { return _mm512_fmadd_pd(a, b, c); }
   static D d_fnma(D a, D b, D c) { return _mm512_fnmadd_pd(a, b, c); }
   static D d_min(D a, D b) { return _mm512_min_pd(a, b); }
   static D d_max(D a, D b) { return _mm512_max_pd(a, b); }
   static D d_round(D a) { return _mm512_roundscale_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static DM d_lt(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ); }
+  static D d_blend(DM m, D a, D b) { return _mm512_mask_mov_pd(a, m, b); }
   static double d_hsum(D a) { return _mm512_reduce_add_pd(a); }
   // 2^(k / 32): the fraction k mod 32 by two 16-entry permutes picked by bit 4, k div 32
   // added to the exponent field.
