@@ -289,6 +289,48 @@ def test_structured_content_matches_jinja2(tool, tmp_path, name):
     check_same(tool, tmp_path, source, context_for(name, messages, True))
 
 
+# --- templates inside the real models' GGUF files -------------------------------------
+
+REAL_MODELS = {  # cached file -> (bos_token, eos_token) as the model's tokenizer_config.json has them
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf": (None, "<|im_end|>"),
+    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf": (None, "<|im_end|>"),
+}
+
+
+_REAL_TEMPLATES: dict = {}
+
+
+def real_template(file):
+    """The file's tokenizer.chat_template, read once (GGUFReader parses the whole vocabulary)."""
+    from oracles import CACHE, oracle_missing
+    path = CACHE / "models" / file
+    if not path.exists():
+        oracle_missing(f"{path} is missing; `pagoda pull` (scripts/fetch_test_data) fetches it")
+    if file not in _REAL_TEMPLATES:
+        gguf = import_oracle("gguf")
+        _REAL_TEMPLATES[file] = gguf.GGUFReader(str(path)).fields["tokenizer.chat_template"].contents()
+    return _REAL_TEMPLATES[file]
+
+
+@pytest.mark.parametrize("add_generation_prompt", [True, False], ids=["gen", "nogen"])
+@pytest.mark.parametrize("case", sorted(CONVERSATIONS) + [f"tools-{c}" for c in sorted(TOOL_CASES)])
+@pytest.mark.parametrize("file", sorted(REAL_MODELS))
+def test_real_model_template_matches_jinja2(tool, tmp_path, file, case, add_generation_prompt):
+    source = real_template(file)
+    bos, eos = REAL_MODELS[file]
+    if case.startswith("tools-"):
+        messages, tools = TOOL_CASES[case[len("tools-"):]]
+    else:
+        messages, tools = CONVERSATIONS[case], None
+    context = {"messages": messages, "add_generation_prompt": add_generation_prompt}
+    if tools is not None:
+        context["tools"] = tools
+    if bos is not None:
+        context["bos_token"] = bos
+    context["eos_token"] = eos
+    check_same(tool, tmp_path, source, context)
+
+
 # --- language features -----------------------------------------------------------------
 
 SNIPPET_CONTEXT = {
