@@ -84,7 +84,8 @@ GENERATED_PROMPT = "hello world the quick brown fox jumps over the lazy dog"
 
 # Generated models: (arch, extra generator flags). Gemma 3 gets 6 layers so that the
 # pattern "5 sliding-window layers, then 1 global" appears, Gemma 2 4 layers (local,
-# global, local, global), and prompt + N > window.
+# global, local, global), and prompt + N > window. LongRoPE picks its factors by the
+# context: llama.cpp's here is 256, Pagoda's (pagoda run) min(4096, the trained 2048).
 GENERATED_ARCHS = [
     ("llama", []),
     ("qwen2", []),
@@ -95,6 +96,12 @@ GENERATED_ARCHS = [
     ("smollm3", ["--layers", "4"]),  # layer 3 is a NoPE layer
     ("llama", ["--rope-freqs"]),  # Llama 3.1's RoPE factors
     ("llama", ["--rope-scaling", "yarn", "--rope-factor", "4", "--rope-orig-ctx", "16"]),  # YaRN
+    ("phi3", []),  # fused QKV and gate/up
+    # Partial rotary and LongRoPE's long factors: both engines run past the original context
+    # (llama.cpp's n_ctx 256, Pagoda's 2048 > 16)...
+    ("phi3", ["--rope-dims", "12", "--longrope", "--rope-orig-ctx", "16"]),
+    # ... and its short ones (256 and 2048 not above 2048).
+    ("phi3", ["--longrope", "--rope-orig-ctx", "2048"]),
 ]
 # Weight formats of the generated models, with the shape flags each needs: K-quants
 # quantize rows in blocks of 256, so Q4_K models are 256 wide (FFN 512, 4 heads of 64).

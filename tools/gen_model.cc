@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   app.add_option("--heads", s.heads, "Query heads");
   app.add_option("--kv-heads", s.kv_heads, "Key/value heads (GQA when fewer than --heads)");
   app.add_option("--head-dim", s.head_dim, "Per-head width (default dim / heads)");
+  app.add_option("--rope-dims", s.rope_dims, "Rotated dimensions of a head (rope.dimension_count; default all)");
   app.add_option("--ff", s.ff, "Feed-forward width");
   app.add_option("--vocab", s.vocab, "Vocabulary size (>= 262)");
   app.add_option("--ctx", s.ctx, "Trained context length to record");
@@ -32,7 +33,11 @@ int main(int argc, char** argv) {
   app.add_flag("--rope-freqs", s.rope_freqs, "Write a rope_freqs.weight tensor (Llama 3.1's RoPE frequency factors)");
   app.add_option("--rope-scaling", s.rope_scaling, "RoPE scaling to record: linear or yarn")->check(CLI::IsMember({"linear", "yarn"}));
   app.add_option("--rope-factor", s.rope_factor, "RoPE scaling factor (with --rope-scaling)");
-  app.add_option("--rope-orig-ctx", s.rope_orig_ctx, "YaRN's original context length (with --rope-scaling yarn)");
+  app.add_option("--rope-orig-ctx", s.rope_orig_ctx,
+                 "Original context length (rope.scaling.original_context_length) for --rope-scaling yarn and --longrope");
+  app.add_flag("--longrope", s.longrope,
+               "Write LongRoPE's rope_factors_long/short.weight and attention factor (phi3): the long factors apply "
+               "when the context exceeds --rope-orig-ctx");
   app.add_option("--seed", s.seed, "Seed of the weights");
   app.add_option("-t,--threads", threads, "Threads");
   CLI11_PARSE(app, argc, argv);

@@ -35,11 +35,19 @@ constexpr const char* kChatMlTemplate = R"TPL({%- for message in messages -%}
 {{ '<|im_start|>assistant\n' }}
 {%- endif -%})TPL";
 
+// Phi-3's turns, as llama.cpp's phi3 fallback writes them.
+constexpr const char* kPhi3Template = R"TPL({%- for message in messages -%}
+{{ '<|' + message['role'] + '|>\n' + message['content'] + '<|end|>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+{{ '<|assistant|>\n' }}
+{%- endif -%})TPL";
 
 }  // namespace
 
 const char* builtin_chat_template(std::string_view name) {
   if (name == "gemma") return kGemmaTemplate;
+  if (name == "phi3") return kPhi3Template;
   if (name == "chatml") return kChatMlTemplate;
   return nullptr;
 }

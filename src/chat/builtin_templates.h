@@ -1,6 +1,6 @@
 // The chat templates Pagoda falls back to when a model file carries none, by the name an
-// architecture's spec gives (ArchSpec::chat_template): "gemma" (Gemma's turn format) and
-// "chatml" (what llama.cpp falls back to). Constant strings: thread-safe, free.
+// architecture's spec gives (ArchSpec::chat_template): "gemma" (Gemma's turn format),
+// "phi3" (Phi-3's <|user|> ... <|end|> turns) and "chatml" (what llama.cpp falls back to). Constant strings: thread-safe, free.
 #pragma once
 
 #include <string_view>

@@ -2,8 +2,8 @@
 // (GGUF tokenizer.chat_template, or a file given with --chat-template), rendered as
 // Python jinja2 renders it in transformers, then tokenized with special tokens parsed and
 // no BOS added (the template writes it). A model without a template gets a built-in one
-// for its family: Gemma's turn format for gemma3, ChatML otherwise (as llama.cpp falls
-// back to).
+// for its family: Gemma's turn format for gemma3 and gemma2, Phi-3's for phi3, ChatML
+// otherwise (as llama.cpp falls back to).
 #pragma once
 
 #include <memory>

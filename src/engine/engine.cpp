@@ -60,6 +60,9 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   // One sequence alone always fits, so preemption can always make progress: the longest
   // whose blocks, over all layer groups, the pool holds.
   e->max_model_len_ = layout.longest_fitting(blocks, config.block_size, chunk, max_len);
+  // How far a sequence may grow is what LongRoPE picks its factors by (llama.cpp's
+  // per-sequence context).
+  model.set_context_length(static_cast<int32_t>(e->max_model_len_));
   SchedulerConfig scheduler_config = sc;
   scheduler_config.max_model_len = static_cast<int32_t>(e->max_model_len_);
   e->scheduler_ = std::make_unique<Scheduler>(scheduler_config, *e->pool_, *e->storage_);

@@ -48,6 +48,8 @@ class ChunkRunner {
  public:
   ChunkRunner(Model& model, const Plan& plan, size_t logits_budget)
       : model_(model), plan_(plan), kv_(model.make_cache(plan.n_ctx)) {
+    // llama-perplexity's context is -c: what LongRoPE chooses its factors by.
+    model_.set_context_length(plan.n_ctx);
     const size_t row_bytes = static_cast<size_t>(model.config().n_vocab) * sizeof(float);
     piece_rows_ = static_cast<int32_t>(std::clamp<size_t>(logits_budget / row_bytes, 1, static_cast<size_t>(plan.rows())));
     logits_.resize(static_cast<size_t>(piece_rows_) * model.config().n_vocab);

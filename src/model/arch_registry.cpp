@@ -15,10 +15,11 @@ extern const ArchSpec kArchQwen3;
 extern const ArchSpec kArchGranite;
 extern const ArchSpec kArchSmollm3;
 extern const ArchSpec kArchGemma2;
+extern const ArchSpec kArchPhi3;
 
 namespace {
-const std::array<const ArchSpec*, 7> kArchs = {&kArchLlama,   &kArchQwen2,   &kArchGemma3, &kArchQwen3,
-                                                &kArchGranite, &kArchSmollm3, &kArchGemma2};
+const std::array<const ArchSpec*, 8> kArchs = {&kArchLlama,   &kArchQwen2,   &kArchGemma3, &kArchQwen3,
+                                                &kArchGranite, &kArchSmollm3, &kArchGemma2, &kArchPhi3};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }
@@ -53,8 +54,9 @@ const std::vector<AwqGroupSpec>& dense_awq_groups() {
 std::vector<AwqGroupSpec> awq_groups(const ArchSpec& arch, int64_t n_head, int64_t n_head_kv) {
   std::vector<AwqGroupSpec> groups = arch.awq_groups();
   // The attention output's channels are V's rows only when every query head has its own
-  // KV head; with grouped KV heads a V row feeds several output channels.
-  if (n_head > 0 && n_head == n_head_kv)
+  // KV head; with grouped KV heads a V row feeds several output channels. (A fused QKV
+  // matrix has no V tensor of its own to fold into.)
+  if (n_head > 0 && n_head == n_head_kv && !arch.tensors.fused_qkv)
     groups.push_back({LinearInput::kAttentionOutput, {"attn_output"}, "attn_v", true, "o"});
   return groups;
 }

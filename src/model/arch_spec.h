@@ -26,6 +26,17 @@ struct LayerTensorSet {
   bool qkv_bias = false;    // blk.N.attn_{q,k,v}.bias (always accepted when present)
   bool qk_norm = false;     // blk.N.attn_{q,k}_norm.weight: per-head RMSNorm of Q and K
   bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm.weight
+  // blk.N.attn_qkv.weight: Q's, K's and V's rows in one matrix (Phi-3). The loader takes
+  // it in place of attn_q/k/v for any architecture, as llama.cpp does; the flag makes the
+  // random-model writer emit it (and leaves AWQ no V rows to fold the output's scale into).
+  bool fused_qkv = false;
+  // blk.N.ffn_up.weight holds the gate's rows and then the up rows (2 n_ff rows) and
+  // there is no ffn_gate (Phi-3).
+  bool fused_gate_up = false;
+  // rope_factors_long.weight / rope_factors_short.weight (model-wide, rot_dims / 2 each):
+  // LongRoPE's frequency divisors, the long ones for a context beyond
+  // rope.scaling.original_context_length (Phi-3). Optional; both or neither.
+  bool longrope = false;
 };
 
 // A group of matrices that read one input, so AWQ searches one channel scale for all of
@@ -58,6 +69,9 @@ struct ArchSpec {
   // architecture's own metadata keys beyond the common ones (nullptr: none).
   bool tied_output = false;
   void (*write_random_metadata)(const RandomModelSpec& s, GgufWriter& w) = nullptr;
+  // Control tokens the random vocabulary ends with (the family's turn markers; llama.cpp
+  // looks some up by name, e.g. <|endoftext|> in a file named like Phi-3).
+  std::span<const char* const> random_control_tokens = {};
 };
 
 // The configure step of a plain pre-norm SwiGLU decoder (Llama's, Qwen2's): only the

@@ -23,13 +23,15 @@ Result<int32_t> get_dim(const GgufFile& f, const std::string& key, bool required
 namespace {
 
 // RoPE scaling as llama.cpp reads it: rope.scaling.type (linear when absent; none turns a
-// factor off), the factor, rope.scaling.attn_factor, and for YaRN the original context
-// and llama.cpp's defaults for the rest (ext_factor 1, beta_fast 32, beta_slow 1), with
-// the mscale llama.cpp's context derives (float operations in its order).
+// factor off; longrope scales like linear, its per-pair factors being tensors that
+// Model::set_context_length picks), the factor, rope.scaling.attn_factor, and for YaRN
+// the original context and llama.cpp's defaults for the rest (ext_factor 1, beta_fast 32,
+// beta_slow 1), with the mscale llama.cpp's context derives (float operations in its
+// order).
 Status read_rope_scaling(const GgufFile& f, const std::string& a, int32_t n_ctx_train, RopeParams& r) {
   const std::string type = f.get_string(a + "rope.scaling.type").value_or("linear");
-  if (type != "none" && type != "linear" && type != "yarn")
-    return error("{}: rope scaling '{}' is not supported yet (linear and yarn are)", f.path(), type);
+  if (type != "none" && type != "linear" && type != "yarn" && type != "longrope")
+    return error("{}: rope scaling '{}' is not supported yet (linear, yarn and longrope are)", f.path(), type);
   const auto factor = static_cast<float>(f.get_float(a + "rope.scaling.factor").value_or(0.0));
   if (type != "none" && factor > 0.0f) r.freq_scale = 1.0f / factor;
   const auto attn_factor = static_cast<float>(f.get_float(a + "rope.scaling.attn_factor").value_or(1.0));
@@ -93,6 +95,12 @@ Result<ModelConfig> read_config(const GgufFile& f) {
   }
   c.rope.freq_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
   PAGODA_TRY(read_rope_scaling(f, a, c.n_ctx_train, c.rope));
+  c.rope_orig_ctx = c.n_ctx_train;
+  if (auto orig = f.get_int(a + "rope.scaling.original_context_length")) {
+    if (*orig <= 0 || *orig > (1 << 30))
+      return error("{}: metadata {}rope.scaling.original_context_length = {} is out of range", f.path(), a, *orig);
+    c.rope_orig_ctx = static_cast<int32_t>(*orig);
+  }
   c.layer_is_local.assign(c.n_layer, false);
   c.layer_skips_rope.assign(c.n_layer, false);
   if (auto sw = f.get_int(a + "attention.sliding_window")) c.sliding_window = static_cast<int32_t>(*sw);

@@ -40,6 +40,7 @@ struct ModelConfig {
   FfnActivation act = FfnActivation::kSilu;
   RopeParams rope;           // global-attention layers
   RopeParams rope_local;     // sliding-window layers
+  int32_t rope_orig_ctx = 0; // rope.scaling.original_context_length (the trained context when absent)
   int32_t sliding_window = 0;
   std::vector<bool> layer_is_local;  // per layer: sliding-window attention
   std::vector<bool> layer_skips_rope;  // per layer: no RoPE at all (SmolLM3's NoPE layers)

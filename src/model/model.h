@@ -41,6 +41,11 @@ class Model {
   ThreadPool& pool() const { return *pool_; }
   const ModelWeights& weights() const { return weights_; }
   KvCache make_cache(int32_t n_ctx) const { return KvCache(config_.n_layer, n_ctx, config_.n_head_kv, config_.head_dim); }
+  // What depends on how long a sequence may grow (llama.cpp's per-sequence n_ctx): with
+  // LongRoPE (Phi-3), the long RoPE factors when n_ctx exceeds
+  // rope.scaling.original_context_length, else the short ones. Load chooses for the
+  // trained context; call before running, never during a forward.
+  void set_context_length(int32_t n_ctx);
   size_t weight_bytes() const { return weight_bytes_; }
   // Calibration for quantization (AWQ, GPTQ) records the activations the layers see; an
   // unset observer costs one branch per group of matrices.

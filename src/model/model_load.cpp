@@ -26,19 +26,45 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   if (w.output.empty()) w.output = w.tok_embd;
   // Llama 3.1 and later divide the RoPE frequencies by these (global layers only).
   PAGODA_BIND(w.rope_freqs, b.vector("rope_freqs.weight", c.rope.rot_dims / 2, false));
+  if (set.longrope) {
+    PAGODA_BIND(w.rope_long, b.vector("rope_factors_long.weight", c.rope.rot_dims / 2, false));
+    PAGODA_BIND(w.rope_short, b.vector("rope_factors_short.weight", c.rope.rot_dims / 2, false));
+    if ((w.rope_long == nullptr) != (w.rope_short == nullptr))
+      return error("{}: missing tensor {} (LongRoPE needs both the long and the short factors)", f.path(),
+                   w.rope_long == nullptr ? "rope_factors_long.weight" : "rope_factors_short.weight");
+  }
   w.layers.resize(c.n_layer);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
     PAGODA_BIND(L.attn_norm, b.vector(p + "attn_norm.weight", c.n_embd, true));
-    PAGODA_BIND(L.wq, b.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, true));
-    PAGODA_BIND(L.wk, b.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, true));
-    PAGODA_BIND(L.wv, b.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, true));
+    // Q, K and V as one matrix (attn_qkv: Q's rows, then K's, then V's) or three.
+    WeightView qkv;
+    PAGODA_BIND(qkv, b.matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.n_embd, false));
+    if (!qkv.empty()) {
+      L.wq = weight_rows(qkv, 0, c.q_dim());
+      L.wk = weight_rows(qkv, c.q_dim(), c.kv_dim());
+      L.wv = weight_rows(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+      const float* qkv_bias = nullptr;
+      PAGODA_BIND(qkv_bias, b.vector(p + "attn_qkv.bias", c.q_dim() + 2 * c.kv_dim(), false));
+      if (qkv_bias != nullptr) {
+        L.bq = qkv_bias;
+        L.bk = qkv_bias + c.q_dim();
+        L.bv = qkv_bias + c.q_dim() + c.kv_dim();
+      }
+    } else {
+      PAGODA_BIND(L.wq, b.matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, true));
+      PAGODA_BIND(L.wk, b.matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, true));
+      PAGODA_BIND(L.wv, b.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, true));
+    }
     PAGODA_BIND(L.wo, b.matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), true));
-    // Biases are optional in every family (some Llama variants carry them too).
-    PAGODA_BIND(L.bq, b.vector(p + "attn_q.bias", c.q_dim(), set.qkv_bias));
-    PAGODA_BIND(L.bk, b.vector(p + "attn_k.bias", c.kv_dim(), set.qkv_bias));
-    PAGODA_BIND(L.bv, b.vector(p + "attn_v.bias", c.kv_dim(), set.qkv_bias));
+    // Biases are optional in every family (some Llama variants carry them too), separate
+    // ones also beside a fused QKV matrix, as llama.cpp takes them.
+    if (L.bq == nullptr) {
+      PAGODA_BIND(L.bq, b.vector(p + "attn_q.bias", c.q_dim(), set.qkv_bias));
+      PAGODA_BIND(L.bk, b.vector(p + "attn_k.bias", c.kv_dim(), set.qkv_bias));
+      PAGODA_BIND(L.bv, b.vector(p + "attn_v.bias", c.kv_dim(), set.qkv_bias));
+    }
     if (set.qk_norm) {
       PAGODA_BIND(L.q_norm, b.vector(p + "attn_q_norm.weight", c.head_dim, true));
       PAGODA_BIND(L.k_norm, b.vector(p + "attn_k_norm.weight", c.head_dim, true));
@@ -48,8 +74,15 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
       PAGODA_BIND(L.post_ffw_norm, b.vector(p + "post_ffw_norm.weight", c.n_embd, true));
     }
     PAGODA_BIND(L.ffn_norm, b.vector(p + "ffn_norm.weight", c.n_embd, true));
-    PAGODA_BIND(L.gate, b.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, true));
-    PAGODA_BIND(L.up, b.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, true));
+    if (set.fused_gate_up) {
+      WeightView gate_up;
+      PAGODA_BIND(gate_up, b.matrix(p + "ffn_up.weight", 2 * static_cast<int64_t>(c.n_ff), c.n_embd, true));
+      L.gate = weight_rows(gate_up, 0, c.n_ff);
+      L.up = weight_rows(gate_up, c.n_ff, c.n_ff);
+    } else {
+      PAGODA_BIND(L.gate, b.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, true));
+      PAGODA_BIND(L.up, b.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, true));
+    }
     PAGODA_BIND(L.down, b.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, true));
   }
 #undef PAGODA_BIND
@@ -57,6 +90,13 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
 }
 
 }  // namespace
+
+void Model::set_context_length(int32_t n_ctx) {
+  if (weights_.rope_long == nullptr) return;
+  // llama.cpp's get_rope_factors: the long factors for a context longer than the one the
+  // model was first trained for.
+  config_.rope.freq_factors = n_ctx > config_.rope_orig_ctx ? weights_.rope_long : weights_.rope_short;
+}
 
 Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& pool, bool repack) {
   auto cfg = read_config(file);
@@ -73,6 +113,9 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
   m->config_.rope.freq_factors = m->weights_.rope_freqs;
+  // llama.cpp's context is the trained one unless asked otherwise; the engine re-chooses
+  // for its own (Engine::create).
+  m->set_context_length(m->config_.n_ctx_train);
   if (repack) {
     const PackingReport packed = pack_model_weights(file, m->weights_, pool);
     if (packed.matrices > 0)

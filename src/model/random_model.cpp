@@ -34,7 +34,8 @@ void fill_normal(uint64_t seed, float* out, int64_t n, float stddev, float mean)
   }
 }
 
-std::vector<std::string> make_vocab(int n, std::vector<int32_t>& types, std::vector<float>& scores) {
+std::vector<std::string> make_vocab(int n, std::span<const char* const> control, std::vector<int32_t>& types,
+                                    std::vector<float>& scores) {
   std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
   types = {2, 3, 3};
   for (int b = 0; b < 256; ++b) {
@@ -56,6 +57,13 @@ std::vector<std::string> make_vocab(int n, std::vector<int32_t>& types, std::vec
   }
   pieces.resize(n);
   types.resize(n);
+  // The architecture's control tokens take the last ids (write_random_model checked that
+  // they leave the bytes and letters alone).
+  const size_t first_control = static_cast<size_t>(n) - control.size();
+  for (size_t i = 0; i < control.size(); ++i) {
+    pieces[first_control + i] = control[i];
+    types[first_control + i] = 3;
+  }
   scores.resize(n);
   for (int i = 0; i < n; ++i) scores[i] = -static_cast<float>(i);
   return pieces;
@@ -80,7 +88,7 @@ void write_metadata(const RandomModelSpec& s, const ArchSpec& arch, const std::s
   w.set_u32(p + "attention.head_count_kv", s.kv_heads);
   w.set_u32(p + "attention.key_length", s.head_dim);
   w.set_u32(p + "attention.value_length", s.head_dim);
-  w.set_u32(p + "rope.dimension_count", s.head_dim);
+  w.set_u32(p + "rope.dimension_count", s.rope_dims);
   w.set_f32(p + "attention.layer_norm_rms_epsilon", 1e-6f);
   w.set_f32(p + "rope.freq_base", 10000.0f);
   if (!s.rope_scaling.empty()) {
@@ -88,10 +96,17 @@ void write_metadata(const RandomModelSpec& s, const ArchSpec& arch, const std::s
     w.set_f32(p + "rope.scaling.factor", s.rope_factor);
     if (s.rope_scaling == "yarn") w.set_u32(p + "rope.scaling.original_context_length", s.rope_orig_ctx);
   }
+  if (s.longrope) {
+    // As the converter writes Phi-3's: the original context and LongRoPE's attention factor.
+    w.set_u32(p + "rope.scaling.original_context_length", s.rope_orig_ctx);
+    const double scale = static_cast<double>(s.ctx) / s.rope_orig_ctx;
+    w.set_f32(p + "rope.scaling.attn_factor",
+              scale > 1.0 ? static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(s.rope_orig_ctx))) : 1.0f);
+  }
   if (arch.write_random_metadata != nullptr) arch.write_random_metadata(s, w);
   std::vector<int32_t> types;
   std::vector<float> scores;
-  auto pieces = make_vocab(s.vocab, types, scores);
+  auto pieces = make_vocab(s.vocab, arch.random_control_tokens, types, scores);
   w.set_string("tokenizer.ggml.model", "llama");
   w.set_string("tokenizer.ggml.pre", "default");
   w.set_string_array("tokenizer.ggml.tokens", pieces);
@@ -116,9 +131,22 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   if (!w8a8 && !can_quantize(s.type))
     return error("random model: Pagoda cannot write {} tensors", dtype_name(s.type));
   if (s.vocab < 262) return error("random model: vocab must be at least 262 (3 specials + 256 byte tokens + letters)");
+  if (!arch->random_control_tokens.empty() &&
+      s.vocab < 3 + 256 + 52 + static_cast<int32_t>(arch->random_control_tokens.size()))
+    return error("random model: vocab must be at least {} for {} (specials, bytes, letters and its {} control tokens)",
+                 3 + 256 + 52 + arch->random_control_tokens.size(), s.arch, arch->random_control_tokens.size());
   if (s.dim <= 0 || s.layers <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.ff <= 0)
     return error("random model: sizes must be positive");
   if (s.head_dim == 0) s.head_dim = s.dim / s.heads;
+  if (s.rope_dims == 0) s.rope_dims = s.head_dim;
+  if (s.rope_dims < 0 || s.rope_dims > s.head_dim || s.rope_dims % 2 != 0)
+    return error("random model: rope dims {} must be even and at most the head dimension {}", s.rope_dims, s.head_dim);
+  if (s.longrope && !s.rope_scaling.empty())
+    return error("random model: LongRoPE and --rope-scaling {} both set the original context; pick one", s.rope_scaling);
+  if (s.longrope && !arch->tensors.longrope)
+    return error("random model: {} has no LongRoPE factors (architectures with them: phi3)", s.arch);
+  if (s.longrope && (s.rope_orig_ctx <= 1 || s.rope_orig_ctx > s.ctx))
+    return error("random model: LongRoPE's original context {} must be in 2..{} (the context)", s.rope_orig_ctx, s.ctx);
   if (s.heads % s.kv_heads != 0) return error("random model: heads must be a multiple of kv_heads");
   const int64_t bs = dtype_info(s.type).block_size;
   const int q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
@@ -178,18 +206,35 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   if (!arch->tied_output) matrix("output.weight", s.vocab, s.dim, 4.0f);
   if (s.rope_freqs) {
     // Llama 3.1's shape of factors: 1 for the fast pairs rising to 8 for the slowest.
-    const int64_t half = s.head_dim / 2;
+    const int64_t half = s.rope_dims / 2;
     w.add_tensor("rope_freqs.weight", {half}, DType::F32, [=](uint8_t* dst) {
       auto* f = reinterpret_cast<float*>(dst);
       for (int64_t i = 0; i < half; ++i) f[i] = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(1, half - 1));
     });
   }
+  if (s.longrope) {
+    // Phi-3's shapes: short factors near 1, long ones rising to 16 for the slowest pairs.
+    const int64_t half = s.rope_dims / 2;
+    for (const bool long_ctx : {true, false})
+      w.add_tensor(long_ctx ? "rope_factors_long.weight" : "rope_factors_short.weight", {half}, DType::F32,
+                   [=](uint8_t* dst) {
+                     auto* f = reinterpret_cast<float*>(dst);
+                     for (int64_t i = 0; i < half; ++i) {
+                       const float t = static_cast<float>(i) / static_cast<float>(std::max<int64_t>(1, half - 1));
+                       f[i] = long_ctx ? 1.0f + 15.0f * t * t : 1.0f + 0.5f * t;
+                     }
+                   });
+  }
   for (int l = 0; l < s.layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     vec(b + "attn_norm.weight", s.dim, 1.0f, 0.1f);
-    matrix(b + "attn_q.weight", q_dim, s.dim, 1.0f);
-    matrix(b + "attn_k.weight", kv_dim, s.dim, 1.0f);
-    matrix(b + "attn_v.weight", kv_dim, s.dim, 1.0f);
+    if (arch->tensors.fused_qkv) {
+      matrix(b + "attn_qkv.weight", q_dim + 2 * kv_dim, s.dim, 1.0f);
+    } else {
+      matrix(b + "attn_q.weight", q_dim, s.dim, 1.0f);
+      matrix(b + "attn_k.weight", kv_dim, s.dim, 1.0f);
+      matrix(b + "attn_v.weight", kv_dim, s.dim, 1.0f);
+    }
     matrix(b + "attn_output.weight", s.dim, q_dim, 1.0f);
     if (arch->tensors.qkv_bias) {
       vec(b + "attn_q.bias", q_dim, 0.0f, 0.1f);
@@ -205,8 +250,12 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
       vec(b + "post_ffw_norm.weight", s.dim, 1.0f, 0.1f);
     }
     vec(b + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
-    matrix(b + "ffn_gate.weight", s.ff, s.dim, 1.0f);
-    matrix(b + "ffn_up.weight", s.ff, s.dim, 1.0f);
+    if (arch->tensors.fused_gate_up) {
+      matrix(b + "ffn_up.weight", 2 * static_cast<int64_t>(s.ff), s.dim, 1.0f);  // gate rows, then up rows
+    } else {
+      matrix(b + "ffn_gate.weight", s.ff, s.dim, 1.0f);
+      matrix(b + "ffn_up.weight", s.ff, s.dim, 1.0f);
+    }
     matrix(b + "ffn_down.weight", s.dim, s.ff, 1.0f);
   }
   return w.write(path);

@@ -23,6 +23,7 @@ struct RandomModelSpec {
   int32_t heads = 4;
   int32_t kv_heads = 2;
   int32_t head_dim = 0;        // 0: dim / heads
+  int32_t rope_dims = 0;       // rope.dimension_count: the rotated part of a head (0: all of it)
   int32_t ff = 128;
   int32_t vocab = 512;
   int32_t ctx = 2048;
@@ -30,7 +31,11 @@ struct RandomModelSpec {
   bool rope_freqs = false;     // write a rope_freqs.weight tensor (Llama 3.1's RoPE factors)
   std::string rope_scaling;    // "", "linear" or "yarn": rope.scaling.type with the factor below
   float rope_factor = 4.0f;
-  int32_t rope_orig_ctx = 64;  // YaRN's rope.scaling.original_context_length
+  int32_t rope_orig_ctx = 64;  // rope.scaling.original_context_length (YaRN, LongRoPE)
+  // LongRoPE (architectures that bind it: phi3): rope_factors_long / short.weight,
+  // rope.scaling.original_context_length = rope_orig_ctx and Phi-3's attention factor
+  // sqrt(1 + ln(ctx / orig) / ln(orig)).
+  bool longrope = false;
   uint64_t seed = 42;
 };
 

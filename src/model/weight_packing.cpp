@@ -44,9 +44,11 @@ PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool&
     });
     v->packed = out;
     // The rows of a tied embedding table are still looked up; other matrices are now
-    // read only through their panels, so their file pages can leave memory.
+    // read only through their panels, so their file pages can leave memory (not those of
+    // a matrix that is a part of a fused tensor, whose other parts are packed later).
     if (v->data != w.tok_embd.data)
-      if (const GgufTensor* t = tensor_at(f, v->data)) f.drop_pages(*t);
+      if (const GgufTensor* t = tensor_at(f, v->data); t != nullptr && t->nbytes == v->row_stride * v->rows)
+        f.drop_pages(*t);
     w.packed.push_back(std::move(buf));
     ++report.matrices;
     report.bytes += bytes;

@@ -6,6 +6,15 @@
 
 namespace pagoda {
 
+WeightView weight_rows(const WeightView& w, int64_t r0, int64_t n) {
+  WeightView v = w;
+  v.rows = n;
+  v.data = w.data + static_cast<size_t>(r0) * w.row_stride;
+  if (w.row_scales != nullptr) v.row_scales = w.row_scales + r0;
+  v.packed = nullptr;
+  return v;
+}
+
 bool WeightBinder::has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
 Result<WeightView> WeightBinder::matrix(const std::string& name, int64_t rows, int64_t cols, bool required) {

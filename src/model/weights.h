@@ -19,7 +19,7 @@ struct GgufTensor;
 
 struct LayerWeights {
   const float* attn_norm = nullptr;
-  WeightView wq, wk, wv, wo;
+  WeightView wq, wk, wv, wo;  // row ranges of one attn_qkv matrix when the file fuses them
   const float* bq = nullptr;
   const float* bk = nullptr;
   const float* bv = nullptr;
@@ -27,7 +27,7 @@ struct LayerWeights {
   const float* k_norm = nullptr;
   const float* post_attn_norm = nullptr;  // Gemma's norms after attention and FFN
   const float* ffn_norm = nullptr;
-  WeightView gate, up, down;
+  WeightView gate, up, down;  // gate and up: the two halves of ffn_up when it holds both
   const float* post_ffw_norm = nullptr;
 };
 
@@ -36,10 +36,17 @@ struct ModelWeights {
   const float* output_norm = nullptr;
   WeightView output;  // equals tok_embd when the embeddings are tied
   const float* rope_freqs = nullptr;  // rope_freqs.weight (Llama 3.1+), rot_dims / 2 factors
+  // LongRoPE's factors (Phi-3), rot_dims / 2 each, or null: Model::set_context_length
+  // picks one of them.
+  const float* rope_long = nullptr;
+  const float* rope_short = nullptr;
   std::vector<LayerWeights> layers;
   std::vector<std::unique_ptr<float[]>> owned;  // converted 1-D tensors
   std::vector<AlignedBuffer> packed;            // repacked matrices (weight_packing.h)
 };
+
+// Rows [r0, r0 + n) of w (a view of the same memory; W8A8 row scales follow).
+WeightView weight_rows(const WeightView& w, int64_t r0, int64_t n);
 
 // Looks tensors up by name and checks them; every failure names the file and tensor.
 class WeightBinder {

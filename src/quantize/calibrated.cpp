@@ -41,7 +41,8 @@ std::string layer_tensor(int32_t layer, const char* what) { return fmt::format("
 }  // namespace
 
 bool layer_matrix_input(const std::string& name, int32_t* layer, LinearInput* input) {
-  static const std::regex re(R"(blk\.(\d+)\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight)");
+  static const std::regex re(
+      R"(blk\.(\d+)\.(attn_q|attn_k|attn_v|attn_qkv|attn_output|ffn_gate|ffn_up|ffn_down)\.weight)");
   std::smatch m;
   if (!std::regex_match(name, m, re)) return false;
   *layer = std::stoi(m[1].str());

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "chat/builtin_templates.h"
 #include "jinja_json_context.h"
 
 namespace pagoda {
@@ -527,6 +528,20 @@ TEST(ChatTemplateFixtures, Gemma3FoldsTheSystemPromptIntoTheFirstTurn) {
             "<bos><start_of_turn>user\nYou are a helpful assistant.\n\nHello<end_of_turn>\n"
             "<start_of_turn>model\nHi there<end_of_turn>\n<start_of_turn>user\nWho are you?<end_of_turn>\n"
             "<start_of_turn>model\n");
+}
+
+// The phi3 built-in (for Phi-3 files without a template) writes what llama.cpp's phi3
+// fallback writes: <|role|>\n content <|end|>\n per message, then <|assistant|>\n.
+TEST(BuiltinTemplates, Phi3TurnsAsLlamaCppWritesThem) {
+  const char* source = builtin_chat_template("phi3");
+  ASSERT_NE(source, nullptr);
+  Result<ChatTemplate> t = ChatTemplate::parse(source);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  Result<std::string> out = t->render(kConversation, true, "<s>", "</s>");
+  ASSERT_TRUE(out.is_ok()) << out.status().message();
+  EXPECT_EQ(*out,
+            "<|system|>\nYou are a helpful assistant.<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
+            "<|user|>\nWho are you?<|end|>\n<|assistant|>\n");
 }
 
 TEST(ChatTemplateFixtures, Gemma3RejectsBrokenAlternation) {

@@ -53,6 +53,29 @@ void check_mixed_workload(const testing_util::TinyModel& m) {
   }
 }
 
+// LongRoPE (Phi-3) picks its factors by how long a sequence may grow: the engine's
+// max_model_len against rope.scaling.original_context_length, as llama.cpp does by its
+// per-sequence context.
+TEST(Engine, LongRopeFactorsFollowMaxModelLen) {
+  ThreadPool pool(1);
+  RandomModelSpec spec;
+  spec.arch = "phi3";
+  spec.longrope = true;
+  spec.rope_orig_ctx = 64;
+  testing_util::TinyModel t = testing_util::load_tiny(pool, "engine_longrope", spec);
+  for (const int32_t len : {64, 65, 2048}) {
+    EngineConfig c;
+    c.kv_cache_bytes = 16ull << 20;
+    c.max_model_len = len;
+    auto e = Engine::create(*t.model, t.tok.get(), c);
+    ASSERT_TRUE(e.is_ok()) << e.status().message();
+    ASSERT_EQ((*e)->max_model_len(), len);
+    EXPECT_EQ(t.model->config().rope.freq_factors,
+              len > 64 ? t.model->weights().rope_long : t.model->weights().rope_short)
+        << len;
+  }
+}
+
 TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
   REQUIRE_EXACT_BATCHING();
   ThreadPool pool(2);

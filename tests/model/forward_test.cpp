@@ -104,7 +104,7 @@ TEST_P(ForwardTest, RejectsTokensOutsideVocabularyAndContextOverflow) {
   EXPECT_NE(st.message().find("do not fit"), std::string::npos) << st.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3", "gemma2"));
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3", "gemma2", "phi3"));
 
 TEST(ModelLoad, MissingTensorIsAClearError) {
   // A gemma3 file read as if it were llama is fine, but a file missing a required tensor
@@ -204,6 +204,78 @@ TEST(ModelLoad, Gemma2ConfigFollowsLlamaCpp) {
   EXPECT_EQ(c.embed_scale, std::sqrt(static_cast<float>(c.n_embd)));
   EXPECT_EQ(c.attn_scale, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   EXPECT_EQ((*model)->weights().output.data, (*model)->weights().tok_embd.data);
+}
+
+// Phi-3's fused matrices bind as row ranges of one tensor, and LongRoPE's factors follow
+// the context: the long ones beyond rope.scaling.original_context_length (llama.cpp's
+// n_ctx_seq > n_ctx_orig_yarn), the short ones up to it; load picks for the trained one.
+TEST(ModelLoad, Phi3FusedMatricesAndLongRopeFactors) {
+  const auto path = (std::filesystem::temp_directory_path() / "pagoda_forward_phi3_longrope.gguf").string();
+  RandomModelSpec s;
+  s.arch = "phi3";
+  s.rope_dims = 12;
+  s.longrope = true;
+  s.rope_orig_ctx = 64;
+  ASSERT_TRUE(write_random_model(s, path).is_ok());
+  auto file = GgufFile::open(path);
+  ASSERT_TRUE(file.is_ok());
+  ThreadPool pool(1);
+  auto loaded = Model::load(*file, pool);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  Model& m = **loaded;
+  const ModelConfig& c = m.config();
+  const LayerWeights& L = m.weights().layers[0];
+  const GgufTensor* qkv = file->find_tensor("blk.0.attn_qkv.weight");
+  const GgufTensor* up = file->find_tensor("blk.0.ffn_up.weight");
+  ASSERT_NE(qkv, nullptr);
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(file->find_tensor("blk.0.attn_q.weight"), nullptr);
+  EXPECT_EQ(file->find_tensor("blk.0.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(L.wq.data, qkv->data);
+  EXPECT_EQ(L.wk.data, L.wq.data + c.q_dim() * L.wq.row_stride);
+  EXPECT_EQ(L.wv.data, L.wk.data + c.kv_dim() * L.wk.row_stride);
+  EXPECT_EQ(L.wq.rows, c.q_dim());
+  EXPECT_EQ(L.wv.rows, c.kv_dim());
+  EXPECT_EQ(L.gate.data, up->data);
+  EXPECT_EQ(L.up.data, up->data + c.n_ff * L.gate.row_stride);
+  EXPECT_EQ(L.up.rows, c.n_ff);
+  EXPECT_EQ(c.rope.rot_dims, 12);
+  EXPECT_EQ(c.rope.layout, RopeLayout::kNeox);
+  EXPECT_EQ(c.rope_orig_ctx, 64);
+  EXPECT_GT(c.rope.attn_factor, 1.0f);  // sqrt(1 + ln(2048 / 64) / ln 64)
+  EXPECT_EQ(c.rope.freq_factors, m.weights().rope_long);  // trained context 2048 > 64
+  std::vector<float> long_logits(c.n_vocab), short_logits(c.n_vocab);
+  const std::vector<int32_t> prompt = {1, 300, 301, 45, 77, 99, 12, 400, 260, 261};
+  {
+    KvCache kv = m.make_cache(64);
+    ASSERT_TRUE(m.forward(prompt, 0, kv, long_logits.data()).is_ok());
+  }
+  m.set_context_length(64);
+  EXPECT_EQ(c.rope.freq_factors, m.weights().rope_short);
+  {
+    KvCache kv = m.make_cache(64);
+    ASSERT_TRUE(m.forward(prompt, 0, kv, short_logits.data()).is_ok());
+  }
+  EXPECT_NE(long_logits, short_logits);
+  m.set_context_length(65);
+  EXPECT_EQ(c.rope.freq_factors, m.weights().rope_long);
+}
+
+// A LongRoPE file needs both factor tensors.
+TEST(ModelLoad, LongRopeWithOneFactorTensorIsAClearError) {
+  const auto path = (std::filesystem::temp_directory_path() / "pagoda_forward_phi3_longrope_one.gguf").string();
+  RandomModelSpec s;
+  s.arch = "phi3";
+  s.longrope = true;
+  ASSERT_TRUE(write_random_model(s, path).is_ok());
+  std::string bytes = read_bytes(path);
+  const size_t at = bytes.find("rope_factors_short.weight");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 'X';
+  const std::string broken = write_copy(path, bytes, ".broken.gguf");
+  const std::string msg = load_error(broken);
+  EXPECT_NE(msg.find(broken), std::string::npos) << msg;
+  EXPECT_NE(msg.find("missing tensor rope_factors_short.weight"), std::string::npos) << msg;
 }
 
 }  // namespace

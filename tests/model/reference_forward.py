@@ -4,7 +4,7 @@ It shares nothing with the C++ code: the GGUF file is read with the `gguf` packa
 GGUFReader and every tensor is dequantized with `gguf.quants.dequantize`, except Pagoda's
 own W8A8 matrices (an I8 tensor times the F32 row scales of "<name>.scale"). The
 architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp,
-gemma2.cpp and the hparams in src/llama-model.cpp):
+gemma2.cpp, phi3.cpp and the hparams in src/llama-model.cpp):
 
   llama   RMSNorm; RoPE of llama.cpp's "norm" mode, rotating ADJACENT pairs
           (x[2i], x[2i+1]) by pos * base^(-2i/n_rot); SwiGLU FFN silu(gate) * up;
@@ -26,9 +26,15 @@ gemma2.cpp and the hparams in src/llama-model.cpp):
           s = c * tanh(s / c) with c = gemma2.attn_logit_softcapping, before the mask and
           softmax; the logits soft-capped likewise by gemma2.final_logit_softcapping; output
           tied unless output.weight exists.
+  phi3    llama with NEOX RoPE over the first rope.dimension_count dims of each head; q, k, v
+          from one attn_qkv matrix (rows: q, then k, then v) and gate, up from one ffn_up
+          matrix (gate rows first); LongRoPE: pair i's frequency divided by
+          rope_factors_long[i] when the context exceeds rope.scaling.original_context_length,
+          else by rope_factors_short[i], and cos / sin times rope.scaling.attn_factor;
+          attention.sliding_window ignored, as llama.cpp does.
 
 Usage:
-    model = ReferenceModel("model.gguf")
+    model = ReferenceModel("model.gguf")      # n_ctx=...: the context LongRoPE chooses by
     logits = model.forward([1, 2, 3])      # float64 [n_tokens, n_vocab], one row per position
 
 ReferenceModel(path, f16_attention=True) models llama.cpp's CPU numerics that Pagoda follows
@@ -67,6 +73,11 @@ class HParams:
     attention_scale: float = 0.0
     residual_scale: float = 0.0
     logit_scale: float = 0.0
+    # rope.scaling.attn_factor (cos and sin times it; YaRN folds it into its own factor)
+    # and rope.scaling.original_context_length (LongRoPE's switch to the long factors).
+    rope_attn_factor: float = 1.0
+    orig_ctx: int = 0
+    n_ctx_train: int = 0
     # Gemma 2's soft caps (llama.cpp's f_attn_logit_softcapping, f_final_logit_softcapping;
     # 0 = not applied).
     attn_softcap: float = 0.0
@@ -80,7 +91,7 @@ def _field(reader: GGUFReader, key: str, default=None):
 
 def read_hparams(reader: GGUFReader) -> HParams:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2"):
+    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3"):
         raise ValueError(f"reference: architecture {arch!r} not supported")
     g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
@@ -122,6 +133,9 @@ def read_hparams(reader: GGUFReader) -> HParams:
         logit_scale=float(g("logit_scale", 0.0)),
         attn_softcap=float(g("attn_logit_softcapping", 0.0)) if arch == "gemma2" else 0.0,
         final_softcap=float(g("final_logit_softcapping", 0.0)) if arch == "gemma2" else 0.0,
+        rope_attn_factor=float(g("rope.scaling.attn_factor", 1.0)),
+        orig_ctx=int(g("rope.scaling.original_context_length", g("context_length", 4096))),
+        n_ctx_train=int(g("context_length", 4096)),
     )
 
 
@@ -151,16 +165,17 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float, neox: bool,
-         factors=None, yarn=None) -> np.ndarray:
+         factors=None, yarn=None, attn_factor: float = 1.0) -> np.ndarray:
     """x: [T, heads, head_dim]; rotates the first n_rot dims of each head, the rest pass through.
     Pair i (i < n_rot/2) turns by angle pos * scale * base^(-2i/n_rot) / factors[i] (factors:
-    the rope_freqs tensor, 1 without one); the pair is (x[2i], x[2i+1]) in llama.cpp's
-    normal mode and (x[i], x[i + n_rot/2]) in NEOX mode."""
+    the rope_freqs tensor or LongRoPE's, 1 without one); the pair is (x[2i], x[2i+1]) in
+    llama.cpp's normal mode and (x[i], x[i + n_rot/2]) in NEOX mode. cos and sin are
+    multiplied by attn_factor (by YaRN's magnitude instead, which includes it)."""
     half = n_rot // 2
     extrap = pos[:, None] * base ** (-2.0 * np.arange(half) / n_rot)  # [T, half]
     if factors is not None:
         extrap = extrap / factors[None, :half]
-    theta, mscale = scale * extrap, 1.0
+    theta, mscale = scale * extrap, attn_factor
     if yarn is not None:
         lo, hi, attn = yarn
         ramp = 1.0 - np.clip((np.arange(half) - lo) / max(0.001, hi - lo), 0.0, 1.0)
@@ -221,12 +236,36 @@ def gelu_ggml(x: np.ndarray) -> np.ndarray:
 # ---- the model --------------------------------------------------------------------------
 
 class ReferenceModel:
-    def __init__(self, path, f16_attention: bool = False):
+    def __init__(self, path, f16_attention: bool = False, n_ctx: int | None = None):
         self.f16_attention = f16_attention
         reader = GGUFReader(str(path))
         self.hp = read_hparams(reader)
         self.w = load_tensors(reader)
         self.n_vocab = self.w["token_embd.weight"].shape[0]
+        self._split_fused()
+        # LongRoPE: the long factors when the context exceeds the original one (llama.cpp's
+        # n_ctx_seq > n_ctx_orig_yarn); the context defaults to the trained one.
+        n_ctx = self.hp.n_ctx_train if n_ctx is None else n_ctx
+        key = "rope_factors_long.weight" if n_ctx > self.hp.orig_ctx else "rope_factors_short.weight"
+        self.rope_factors = self.w.get(key, self.w.get("rope_freqs.weight"))
+
+    def _split_fused(self):
+        """Fused matrices into the separate ones: attn_qkv's rows are q's, k's, then v's;
+        phi3's ffn_up holds the gate's rows, then up's."""
+        hp = self.hp
+        q_dim, kv_dim = hp.n_head * hp.head_dim, hp.n_head_kv * hp.head_dim
+        for il in range(hp.n_layer):
+            p = f"blk.{il}."
+            qkv = self.w.pop(p + "attn_qkv.weight", None)
+            if qkv is not None:
+                assert qkv.shape[0] == q_dim + 2 * kv_dim
+                self.w[p + "attn_q.weight"] = qkv[:q_dim]
+                self.w[p + "attn_k.weight"] = qkv[q_dim:q_dim + kv_dim]
+                self.w[p + "attn_v.weight"] = qkv[q_dim + kv_dim:]
+            if hp.arch == "phi3":
+                up = self.w[p + "ffn_up.weight"]
+                assert up.shape[0] == 2 * hp.n_ff and p + "ffn_gate.weight" not in self.w
+                self.w[p + "ffn_gate.weight"], self.w[p + "ffn_up.weight"] = up[:hp.n_ff], up[hp.n_ff:]
 
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         y = x @ self.w[name + ".weight"].T
@@ -250,12 +289,12 @@ class ReferenceModel:
         swa = self.is_swa_layer(il)
         # gemma3's local layers have their own base; gemma2's use the global RoPE.
         base, scale = (10000.0, 1.0) if swa and hp.arch == "gemma3" else (hp.rope_base, hp.rope_scale)
-        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2")
+        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2", "phi3")
         if not (hp.arch == "smollm3" and (il + 1) % 4 == 0):  # SmolLM3: every 4th layer is NoPE
-            factors = None if swa else self.w.get("rope_freqs.weight")
+            factors = None if swa else self.rope_factors
             yarn = None if swa else hp.yarn
-            q = rope(q, pos, hp.n_rot, base, scale, neox, factors, yarn)
-            k = rope(k, pos, hp.n_rot, base, scale, neox, factors, yarn)
+            q = rope(q, pos, hp.n_rot, base, scale, neox, factors, yarn, hp.rope_attn_factor)
+            k = rope(k, pos, hp.n_rot, base, scale, neox, factors, yarn, hp.rope_attn_factor)
         if self.f16_attention:
             q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
         kq_scale = hp.attention_scale or 1.0 / math.sqrt(hp.head_dim)

@@ -115,11 +115,15 @@ SLIDING_WINDOW = 8  # < 20 + 16, so gemma3's and gemma2's local layers really dr
 # Row widths: the 32-value formats fit dim 64 / ff 128; K-quants need multiples of 256.
 NARROW = dict(dim=64, ff=128)
 WIDE = dict(dim=256, ff=512)
-CASES = [(arch, fmt, NARROW) for arch in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2")
+CASES = [(arch, fmt, NARROW) for arch in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3")
          for fmt in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
-CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3", "gemma2") for fmt in ("Q4_K", "Q6_K")]
-# W8A8 (Pagoda's int8 x int8 format): rows of 96 and 160, odd multiples of 32.
-CASES += [(arch, "W8A8", dict(dim=96, ff=160)) for arch in ("llama", "qwen2", "gemma3")]
+CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3", "gemma2", "phi3") for fmt in ("Q4_K", "Q6_K")]
+# W8A8 (Pagoda's int8 x int8 format): rows of 96 and 160, odd multiples of 32 (phi3: row
+# ranges of fused matrices, with their row scales).
+CASES += [(arch, "W8A8", dict(dim=96, ff=160)) for arch in ("llama", "qwen2", "gemma3", "phi3")]
+# phi3 with partial rotary (12 of 16 dims) and LongRoPE: the long factors (original
+# context 16 < the 2048 Pagoda runs with) and the short ones (original context 2048).
+CASES += [("phi3", fmt, dict(NARROW, rope_dims=12, longrope=orig)) for fmt in ("F32", "Q8_0") for orig in (16, 2048)]
 # gemma3 with head_dim 32: q is 4 * 32 = 128 wide, twice n_embd (as in real Gemma 3 models).
 CASES += [("gemma3", "F32", dict(NARROW, head_dim=32)), ("gemma3", "Q8_0", dict(NARROW, head_dim=32))]
 # llama with Llama 3.1's rope_freqs tensor (RoPE frequencies divided by per-pair factors).
@@ -145,6 +149,10 @@ def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: di
         cmd += ["--rope-freqs"]
     if shape.get("rope_scaling"):
         cmd += ["--rope-scaling", shape["rope_scaling"], "--rope-factor", "4", "--rope-orig-ctx", "16"]
+    if shape.get("rope_dims"):
+        cmd += ["--rope-dims", str(shape["rope_dims"])]
+    if shape.get("longrope"):
+        cmd += ["--longrope", "--rope-orig-ctx", str(shape["longrope"])]
     r = subprocess.run(cmd, capture_output=True, timeout=120)
     assert r.returncode == 0, f"{' '.join(cmd)} failed: {r.stderr.decode(errors='replace')}"
     return out
@@ -195,7 +203,9 @@ def compare(ref: ReferenceModel, fmt: str, prompt, gen, flat_logits, label: str)
 @pytest.mark.parametrize("arch,fmt,shape", CASES,
                          ids=[f"{a}-{f}" + (f"-hd{s['head_dim']}" if "head_dim" in s else "")
                               + ("-rope-freqs" if s.get("rope_freqs") else "")
-                              + (f"-rope-{s['rope_scaling']}" if s.get("rope_scaling") else "") for a, f, s in CASES])
+                              + (f"-rope-{s['rope_scaling']}" if s.get("rope_scaling") else "")
+                              + (f"-rd{s['rope_dims']}" if s.get("rope_dims") else "")
+                              + (f"-longrope-orig{s['longrope']}" if s.get("longrope") else "") for a, f, s in CASES])
 def test_generated_model_matches_reference(pagoda_bin, tmp_path, arch, fmt, shape):
     model = generate_model(pagoda_bin, tmp_path / f"{arch}-{fmt}.gguf", arch, fmt, shape)
     ref = ReferenceModel(model, f16_attention=True)
@@ -205,6 +215,11 @@ def test_generated_model_matches_reference(pagoda_bin, tmp_path, arch, fmt, shap
     if arch == "gemma2":
         assert ref.hp.attn_softcap > 0 and ref.hp.final_softcap > 0
     assert ("rope_freqs.weight" in ref.w) == bool(shape.get("rope_freqs"))
+    if shape.get("longrope"):
+        # Pagoda runs with min(4096, the trained 2048) positions: long factors past the original context.
+        long_ctx = 2048 > shape["longrope"]
+        assert ref.rope_factors is ref.w["rope_factors_long.weight" if long_ctx else "rope_factors_short.weight"]
+        assert ref.hp.n_rot == shape["rope_dims"] < ref.hp.head_dim
     gen, logits = run_greedy(pagoda_bin, model, PROMPT, N_GEN, tmp_path)
     assert len(gen) == N_GEN
     compare(ref, fmt, PROMPT, gen, logits, f"{arch}-{fmt}")
@@ -251,7 +266,7 @@ def _llamacpp_greedy(model, prompt, n, out_npy):
 
 
 @pytest.mark.skipif(os.environ.get("PAGODA_SKIP_LLAMACPP") == "1", reason="PAGODA_SKIP_LLAMACPP=1")
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3"])
 def test_reference_matches_llamacpp(pagoda_bin, tmp_path, arch):
     """The oracle against llama.cpp itself (F32 KV cache, so the oracle runs exactly), when built."""
     model = generate_model(pagoda_bin, tmp_path / f"{arch}.gguf", arch, "F32", NARROW)
