@@ -17,6 +17,8 @@
 #include "cli/common_options.h"
 #include "base/human_size.h"
 #include "quant/w8a8.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 
 namespace pagoda {
 namespace {
@@ -94,6 +96,14 @@ int run_inspect(const InspectArgs& a) {
                kW8A8FormatName, kW8A8ScaleSuffix);
   fmt::print("\nparameters: {} ({:.1f}M), weights {} ({:.2f} bits/weight)\n", params, params / 1e6,
              human_size(static_cast<double>(bytes)), params ? 8.0 * bytes / params : 0.0);
+  // What the loaders would refuse, one line each, before the model's own summary.
+  if (auto tok = Tokenizer::from_gguf(f); !tok) {
+    fmt::print("tokenizer: cannot tokenize: {}\n", tok.status().message());
+  } else if (auto vocab = Vocab::from_gguf(f)) {
+    fmt::print("tokenizer: {}{} | {} tokens | bos {} | eos {}{}\n", tokenizer_kind_name(vocab->kind),
+               vocab->kind != TokenizerKind::kByteLevelBpe ? std::string() : fmt::format(" (pre-tokenizer {})", vocab->pre),
+               vocab->pieces.size(), vocab->bos, vocab->eos, vocab->add_bos ? " | adds bos" : "");
+  }
   ThreadPool pool(1);
   auto model = Model::load(f, pool, /*repack=*/false);
   if (!model) {

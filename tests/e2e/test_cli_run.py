@@ -110,6 +110,30 @@ def test_inspect_stories260k(pagoda, shared_model):
     assert str(n_params) in out
 
 
+def patched_copy(src, dst, key: bytes, old: bytes, new: bytes):
+    """A copy of src whose string value `old` after `key` becomes `new` (same length)."""
+    b = bytearray(src.read_bytes())
+    i = b.index(old, b.index(key))
+    b[i:i + len(old)] = new
+    dst.write_bytes(bytes(b))
+    return dst
+
+
+def test_inspect_names_what_is_unsupported(pagoda, gen_model, tmp_path):
+    model = gen_model("llama", "Q8_0")
+    rc, out, _ = pagoda("inspect", model)
+    assert rc == 0 and re.search(r"^tokenizer: llama \| 512 tokens", out, re.M), out
+    arch = patched_copy(model, tmp_path / "arch.gguf", b"general.architecture", b"llama", b"mamba")
+    rc, out, _ = pagoda("inspect", arch)
+    lines = [l for l in out.splitlines() if "not supported" in l]
+    assert rc == 1 and len(lines) == 1 and "architecture 'mamba'" in lines[0] and str(arch) in lines[0], out
+    tok = patched_copy(model, tmp_path / "tok.gguf", b"tokenizer.ggml.model", b"llama", b"xxxxx")
+    rc, out, _ = pagoda("inspect", tok)
+    lines = [l for l in out.splitlines() if l.startswith("tokenizer:")]
+    assert rc == 0 and lines == [l for l in lines if "cannot tokenize" in l and "'xxxxx'" in l and str(tok) in l], out
+    assert re.search(r"^model: llama", out, re.M), out  # the model itself still loads
+
+
 # ---- bad input: one clear line, non-zero exit, no crash ---------------------------------
 
 def assert_clean_failure(rc: int, out: str, err: str, *must_mention: str):
