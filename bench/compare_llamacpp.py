@@ -5,8 +5,10 @@
   bench/compare_llamacpp.py --rows gemma,1b-q4_0 --rounds 1  # quick check
   bench/compare_llamacpp.py --list-rows
 
-Rows (--rows, comma-separated; `all` is every row, `1b` every 1B row):
-  gemma     Gemma 3 270M Q4_K_M (scripts/fetch_model)
+Rows (--rows, comma-separated; `all` is every row, `1b` every 1B row, `real` the three real models):
+  gemma     Gemma 3 270M Q4_K_M (scripts/fetch_model: pagoda pull gemma-3-270m)
+  qwen-0.5b, qwen-1.5b
+            Qwen2.5-Coder 0.5B / 1.5B Instruct Q4_K_M (pagoda pull qwen2.5-coder-*-instruct)
   1b-q4_0, 1b-q4_k, 1b-q8_0, 1b-f16
             generated random-weight `llama`, dim 2048, 16 layers, 32 heads, 8 KV heads,
             ff 5632, vocab 32000 (TinyLlama-1.1B's shape)
@@ -101,10 +103,15 @@ class RowSpec:
     shape: dict = field(default_factory=dict)
     path: Path | None = None
     note: str = ""
+    catalog: str = ""              # "fetch": the catalog name pagoda pull fetches
 
 
 ROWS: dict[str, RowSpec] = {
-    "gemma": RowSpec("gemma", "fetch", note="Gemma 3 270M Q4_K_M (scripts/fetch_model)"),
+    "gemma": RowSpec("gemma", "fetch", note="Gemma 3 270M Q4_K_M (scripts/fetch_model)", catalog="gemma-3-270m"),
+    "qwen-0.5b": RowSpec("qwen-0.5b", "fetch", note="Qwen2.5-Coder 0.5B Instruct Q4_K_M",
+                         catalog="qwen2.5-coder-0.5b-instruct"),
+    "qwen-1.5b": RowSpec("qwen-1.5b", "fetch", note="Qwen2.5-Coder 1.5B Instruct Q4_K_M",
+                         catalog="qwen2.5-coder-1.5b-instruct"),
     "1b-q4_0": RowSpec("1b-q4_0", "gen", "Q4_0", SHAPE_1B),
     "1b-q4_k": RowSpec("1b-q4_k", "gen", "Q4_K", SHAPE_1B),
     "1b-q8_0": RowSpec("1b-q8_0", "gen", "Q8_0", SHAPE_1B),
@@ -112,8 +119,9 @@ ROWS: dict[str, RowSpec] = {
     "7b-q4_0": RowSpec("7b-q4_0", "gen", "Q4_0", SHAPE_7B),
     "7b-q4_0-gqa": RowSpec("7b-q4_0-gqa", "gen", "Q4_0", SHAPE_7B_GQA),
 }
-ALL_ROWS = ["gemma", "1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16", "7b-q4_0"]
-ROW_GROUPS = {"all": ALL_ROWS, "1b": ["1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16"]}
+ALL_ROWS = ["gemma", "qwen-0.5b", "qwen-1.5b", "1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16", "7b-q4_0"]
+ROW_GROUPS = {"all": ALL_ROWS, "1b": ["1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16"],
+              "real": ["gemma", "qwen-0.5b", "qwen-1.5b"]}
 
 
 class SetupError(Exception):
@@ -253,7 +261,7 @@ def make_model(spec: RowSpec, build: Path, regen: bool, gen_threads: int) -> Pat
             raise SetupError(f"{spec.name}: {spec.path} is not a GGUF file")
         return spec.path
     if spec.kind == "fetch":
-        p = Path(last_line([str(REPO / "scripts" / "fetch_model")], "fetch_model"))
+        p = Path(last_line([str(REPO / "scripts" / "fetch_model"), spec.catalog], "fetch_model"))
         if not is_gguf(p):
             raise SetupError(f"fetch_model printed {p}, which is not a GGUF file")
         return p
