@@ -5,7 +5,7 @@ namespace pagoda {
 
 std::string IncrementalDetokenizer::push(int32_t id) {
   std::string bytes = tok_.token_to_bytes(id);
-  if (first_ && !bytes.empty()) {
+  if (first_ && (!bytes.empty() || tok_.strips_first_token_only())) {
     if (tok_.vocab().add_space_prefix && bytes[0] == ' ') bytes.erase(0, 1);
     first_ = false;
   }

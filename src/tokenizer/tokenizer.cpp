@@ -6,6 +6,7 @@
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/piece_index.h"
 #include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/ugm_tokenizer.h"
 #include "tokenizer/wpm_tokenizer.h"
 
 namespace pagoda {
@@ -48,6 +49,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::create(Vocab vocab) {
       return BpeTokenizer::make(std::move(vocab));
     case TokenizerKind::kWordPiece:
       return WpmTokenizer::make(std::move(vocab));
+    case TokenizerKind::kUnigram:
+      return UgmTokenizer::make(std::move(vocab));
   }
   return error("unknown tokenizer kind");
 }
@@ -70,9 +73,10 @@ std::string Tokenizer::token_to_bytes(int32_t id, bool render_special) const {
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
   std::string out;
   bool at_start = true;
+  const bool first_token_only = strips_first_token_only();
   for (int32_t id : ids) {
     std::string piece = token_to_bytes(id, render_special);
-    if (at_start && !piece.empty()) {
+    if (at_start && (!piece.empty() || first_token_only)) {
       if (vocab_.add_space_prefix && piece[0] == ' ') piece.erase(0, 1);
       at_start = false;
     }

@@ -1,8 +1,9 @@
 // Text <-> token ids for the tokenizer families in GGUF files: SentencePiece-style BPE
 // with byte fallback (tokenizer.ggml.model = "llama": Llama 2, Gemma), byte-level BPE
 // with a pre-tokenizer ("gpt2": Llama 3, Qwen2 and the 88 tokenizer.ggml.pre names of
-// pre_tokenizer_table.cpp) and WordPiece ("bert": BERT-style embedding models). Immutable after construction,
-// so one instance may be shared across threads.
+// pre_tokenizer_table.cpp), WordPiece ("bert": BERT-style embedding models) and
+// SentencePiece Unigram ("t5": T5, mT5, Flan-T5). Immutable after construction, so one
+// instance may be shared across threads.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,8 @@ class Tokenizer {
   // add_special: add BOS/EOS as the vocabulary's add_bos/add_eos keys say.
   // parse_special: text like "<start_of_turn>" becomes its control token instead of
   // being tokenized as plain characters. Invalid UTF-8 in `text` never fails: bytes
-  // are encoded with byte fallback (SPM) or as raw bytes (byte-level BPE).
+  // are encoded with byte fallback (SPM) or as raw bytes (byte-level BPE); Unigram
+  // reads each as U+FFFD, as llama.cpp and sentencepiece do.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
 
@@ -36,8 +38,10 @@ class Tokenizer {
   std::string token_to_bytes(int32_t id, bool render_special = false) const;
 
   // Concatenated bytes of the tokens; a leading space from add_space_prefix is removed
-  // when the first token is at the start of the text.
+  // from the first token that has bytes (Unigram: from the very first token only, as
+  // llama.cpp does, so "</s>" then "▁hi" keeps its space; sentencepiece would drop it).
   std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
+  bool strips_first_token_only() const { return vocab_.kind == TokenizerKind::kUnigram; }
 
   const Vocab& vocab() const { return vocab_; }
   int32_t vocab_size() const { return static_cast<int32_t>(vocab_.pieces.size()); }

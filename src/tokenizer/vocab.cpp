@@ -54,6 +54,20 @@ void read_bool(const GgufFile& f, std::string_view key, bool& out) {
   if (auto b = f.get_bool(key)) out = *b;
 }
 
+// An array of UINT8 or INT8 as raw bytes (left unchanged when the key is absent).
+Status read_byte_array(const GgufFile& f, std::string_view key, std::string& out) {
+  const GgufValue* v = f.find(key);
+  if (v == nullptr) return Status::ok();
+  const GgufArray* arr = v->as_array();
+  if (arr == nullptr || (arr->elem_type != GgufType::UINT8 && arr->elem_type != GgufType::INT8)) {
+    return error("{}: {} is not an array of bytes", f.path(), key);
+  }
+  out.clear();
+  out.reserve(arr->values.size());
+  for (const GgufValue& b : arr->values) out.push_back(static_cast<char>(b.as_int().value_or(0)));
+  return Status::ok();
+}
+
 }  // namespace
 
 void Vocab::fill_eog() {
@@ -97,6 +111,7 @@ const char* tokenizer_kind_name(TokenizerKind k) {
     case TokenizerKind::kSentencePiece: return "llama";
     case TokenizerKind::kByteLevelBpe: return "gpt2";
     case TokenizerKind::kWordPiece: return "bert";
+    case TokenizerKind::kUnigram: return "t5";
   }
   return "?";
 }
@@ -114,8 +129,10 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
     v.kind = TokenizerKind::kByteLevelBpe;
   } else if (*model == "bert") {
     v.kind = TokenizerKind::kWordPiece;
+  } else if (*model == "t5") {
+    v.kind = TokenizerKind::kUnigram;
   } else {
-    return error("{}: tokenizer.ggml.model = '{}' is not supported (only 'llama', 'gpt2', 'gemma4' and 'bert')",
+    return error("{}: tokenizer.ggml.model = '{}' is not supported (only 'llama', 'gpt2', 'gemma4', 'bert' and 't5')",
                  f.path(), *model);
   }
   v.pre = f.get_string("tokenizer.ggml.pre").value_or(*model == "gemma4" ? "gemma4" : "");
@@ -175,6 +192,18 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
     read_bool(f, "tokenizer.ggml.normalizer.lowercase", v.lowercase);
     v.strip_accents = v.lowercase;  // Hugging Face's default follows lowercase
     read_bool(f, "tokenizer.ggml.normalizer.strip_accents", v.strip_accents);
+  }
+  if (v.kind == TokenizerKind::kUnigram) {
+    // llama.cpp's defaults for T5-style files: <pad> 0, </s> 1, <unk> 2, no BOS, EOS
+    // added; no space prefix unless the file asks (the converter always writes the key).
+    v.pad = 0;
+    v.eos = n > 1 ? 1 : -1;
+    v.unk = n > 2 ? 2 : -1;
+    v.add_bos = false;
+    v.add_eos = true;
+    v.add_space_prefix = false;
+    read_bool(f, "tokenizer.ggml.remove_extra_whitespaces", v.remove_extra_whitespaces);
+    PAGODA_TRY(read_byte_array(f, "tokenizer.ggml.precompiled_charsmap", v.precompiled_charsmap));
   }
   PAGODA_TRY(read_token_id(f, "tokenizer.ggml.bos_token_id", n, v.bos));
   PAGODA_TRY(read_token_id(f, "tokenizer.ggml.eos_token_id", n, v.eos));

@@ -18,9 +18,11 @@ enum class TokenType : int32_t {
   kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
 };
 
-enum class TokenizerKind { kSentencePiece /* "llama" */, kByteLevelBpe /* "gpt2" */, kWordPiece /* "bert" */ };
-// "llama", "gpt2" or "bert": the tokenizer.ggml.model family (gemma4 files are "gpt2"
-// with a raw-UTF-8 pre-tokenizer).
+enum class TokenizerKind {
+  kSentencePiece /* "llama" */, kByteLevelBpe /* "gpt2" */, kWordPiece /* "bert" */, kUnigram /* "t5" */
+};
+// "llama", "gpt2", "bert" or "t5": the tokenizer.ggml.model family (gemma4 files are
+// "gpt2" with a raw-UTF-8 pre-tokenizer).
 const char* tokenizer_kind_name(TokenizerKind k);
 
 struct Vocab {
@@ -33,8 +35,15 @@ struct Vocab {
   int32_t bos = -1, eos = -1, unk = -1, pad = -1, eot = -1;
   std::vector<int32_t> eog;  // end-of-generation ids (eos, eot, <end_of_turn>, ...)
   bool add_bos = false, add_eos = false;
-  bool add_space_prefix = true;  // SentencePiece only
+  bool add_space_prefix = true;  // SentencePiece and Unigram
   bool lowercase = true, strip_accents = true;  // WordPiece: tokenizer.ggml.normalizer.*
+  // Unigram's normalizer: SentencePiece's precompiled charsmap (raw bytes of
+  // tokenizer.ggml.precompiled_charsmap; empty: no mapping) and its whitespace options.
+  // GGUF has keys for remove_extra_whitespaces only; llama.cpp fixes the other two.
+  std::string precompiled_charsmap;
+  bool remove_extra_whitespaces = false;
+  bool escape_whitespaces = true;           // spaces become "▁"
+  bool treat_whitespace_as_suffix = false;  // the dummy space goes after the text instead
 
   static Result<Vocab> from_gguf(const GgufFile& file);
 

