@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <memory>
 
 #include "base/human_size.h"
@@ -26,20 +27,19 @@ int run_list(const ListArgs& a) {
   if (!catalog) return report_error(catalog.status());
   ModelCache cache(ModelCache::default_root());
   const std::vector<CachedFile> files = cache.list(*catalog);
+  std::vector<const CatalogEntry*> not_pulled;
+  for (const CatalogEntry& e : catalog->entries())
+    if (std::none_of(files.begin(), files.end(), [&](const CachedFile& f) { return f.entry == &e; }))
+      not_pulled.push_back(&e);
   if (a.json) {
     nlohmann::json out = {{"cache", cache.models_dir()}, {"models", nlohmann::json::array()}};
     for (const CachedFile& f : files)
       out["models"].push_back({{"name", f.entry ? f.entry->name : ""}, {"file", f.file}, {"path", f.path},
                                {"size", f.size}, {"cached", true}, {"verified", f.verified}});
-    if (a.all) {
-      for (const CatalogEntry& e : catalog->entries()) {
-        bool present = false;
-        for (const CachedFile& f : files) present |= f.entry == &e;
-        if (!present)
-          out["models"].push_back({{"name", e.name}, {"file", e.file}, {"size", e.size}, {"cached", false},
-                                   {"verified", false}, {"licence", e.licence}});
-      }
-    }
+    if (a.all)
+      for (const CatalogEntry* e : not_pulled)
+        out["models"].push_back({{"name", e->name}, {"file", e->file}, {"size", e->size}, {"cached", false},
+                                 {"verified", false}, {"licence", e->licence}});
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
@@ -51,13 +51,9 @@ int run_list(const ListArgs& a) {
                human_size(static_cast<double>(f.size)), status);
   }
   if (a.all) {
-    for (const CatalogEntry& e : catalog->entries()) {
-      bool present = false;
-      for (const CachedFile& f : files) present |= f.entry == &e;
-      if (!present)
-        fmt::print("{:<32} {:<44} {:>11}  not pulled ({})\n", e.name, e.file, human_size(static_cast<double>(e.size)),
-                   e.licence);
-    }
+    for (const CatalogEntry* e : not_pulled)
+      fmt::print("{:<32} {:<44} {:>11}  not pulled ({})\n", e->name, e->file, human_size(static_cast<double>(e->size)),
+                 e->licence);
   } else if (files.empty()) {
     fmt::print("(nothing cached; `pagoda list --all` shows what `pagoda pull NAME` can fetch)\n");
   }
