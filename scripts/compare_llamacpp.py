@@ -102,6 +102,7 @@ GENERATED_ARCHS = [
     ("phi3", ["--rope-dims", "12", "--longrope", "--rope-orig-ctx", "16"]),
     # ... and its short ones (256 and 2048 not above 2048).
     ("phi3", ["--longrope", "--rope-orig-ctx", "2048"]),
+    ("starcoder2", []),  # LayerNorm with biases, biased matrices, ungated GELU MLP
 ]
 # Weight formats of the generated models, with the shape flags each needs: K-quants
 # quantize rows in blocks of 256, so Q4_K models are 256 wide (FFN 512, 4 heads of 64).

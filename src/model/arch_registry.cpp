@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 
+#include "gguf/gguf_file.h"
 #include "model/arch_spec.h"
 
 namespace pagoda {
@@ -16,10 +18,12 @@ extern const ArchSpec kArchGranite;
 extern const ArchSpec kArchSmollm3;
 extern const ArchSpec kArchGemma2;
 extern const ArchSpec kArchPhi3;
+extern const ArchSpec kArchStarcoder2;
 
 namespace {
-const std::array<const ArchSpec*, 8> kArchs = {&kArchLlama,   &kArchQwen2,   &kArchGemma3, &kArchQwen3,
-                                                &kArchGranite, &kArchSmollm3, &kArchGemma2, &kArchPhi3};
+const std::array<const ArchSpec*, 9> kArchs = {&kArchLlama,   &kArchQwen2,   &kArchGemma3, &kArchQwen3,
+                                                &kArchGranite, &kArchSmollm3, &kArchGemma2, &kArchPhi3,
+                                                &kArchStarcoder2};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }
@@ -34,6 +38,13 @@ std::string arch_names() {
   std::string out;
   for (const ArchSpec* a : kArchs) out += fmt::format("{}{}", out.empty() ? "" : ", ", a->name);
   return out;
+}
+
+Result<float> required_positive(const GgufFile& f, const std::string& key) {
+  if (f.find(key) == nullptr) return error("{}: missing metadata key {}", f.path(), key);
+  const auto x = f.get_float(key);
+  if (!x || !std::isfinite(*x) || *x <= 0.0) return error("{}: metadata {} must be a positive number", f.path(), key);
+  return static_cast<float>(*x);
 }
 
 void configure_plain_decoder(ModelConfig& c, RopeLayout layout) {

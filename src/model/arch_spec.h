@@ -25,7 +25,22 @@ struct RandomModelSpec;
 struct LayerTensorSet {
   bool qkv_bias = false;    // blk.N.attn_{q,k,v}.bias (always accepted when present)
   bool qk_norm = false;     // blk.N.attn_{q,k}_norm.weight: per-head RMSNorm of Q and K
+  // blk.N.attn_{q,k}_norm.weight over Q's and K's whole rows (q_dim and kv_dim values: one
+  // RMSNorm across all heads together, OLMo 2) instead of per head.
+  bool qk_norm_full = false;
   bool post_norms = false;  // blk.N.post_attention_norm / post_ffw_norm.weight
+  // No blk.N.attn_norm / ffn_norm: attention and the FFN read the residual stream itself
+  // (OLMo 2, which normalizes their outputs instead: post_norms).
+  bool no_pre_norms = false;
+  // blk.N.attn_norm.bias, blk.N.ffn_norm.bias and output_norm.bias: the biases of
+  // LayerNorms (StarCoder2; ModelConfig::norm says which norm the weights belong to).
+  bool norm_bias = false;
+  // blk.N.attn_output.bias, ffn_up.bias and ffn_down.bias (StarCoder2). Like the Q/K/V
+  // biases they are accepted in every family when present (and ffn_gate.bias), as
+  // llama.cpp's llama graph takes them; the flag requires them.
+  bool linear_bias = false;
+  // No blk.N.ffn_gate: the FFN is down(gelu(up(x))) (StarCoder2's MLP).
+  bool ungated_ffn = false;
   // blk.N.attn_qkv.weight: Q's, K's and V's rows in one matrix (Phi-3). The loader takes
   // it in place of attn_q/k/v for any architecture, as llama.cpp does; the flag makes the
   // random-model writer emit it (and leaves AWQ no V rows to fold the output's scale into).
@@ -49,7 +64,9 @@ struct AwqGroupSpec {
   const char* label;
 };
 
-// The groups of a dense pre-norm decoder layer (Q/K/V, gate/up, down).
+// The groups of a dense pre-norm decoder layer (Q/K/V, gate/up, down). A fold into a norm
+// or into a matrix's rows divides the tensor's bias (blk.N.<fold>.bias) too when the file
+// has one, so LayerNorms and biased V projections fold like the rest.
 const std::vector<AwqGroupSpec>& dense_awq_groups();
 
 // The defaults are a plain dense decoder's, so a spec names only what differs.
@@ -82,6 +99,10 @@ Status configure_plain(const GgufFile&, ModelConfig& c) {
   configure_plain_decoder(c, kLayout);
   return Status::ok();
 }
+
+// A metadata key an architecture requires, as a positive finite number: missing, or
+// not one, is a one-line error naming the file and the key.
+Result<float> required_positive(const GgufFile& f, const std::string& key);
 
 // nullptr when no registered architecture has this GGUF name.
 const ArchSpec* find_arch(std::string_view name);

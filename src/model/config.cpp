@@ -84,7 +84,7 @@ Result<ModelConfig> read_config(const GgufFile& f) {
   if (c.n_head % c.n_head_kv != 0)
     return error("{}: head_count {} is not a multiple of head_count_kv {}", f.path(), c.n_head, c.n_head_kv);
   if (c.head_dim % 2 != 0) return error("{}: head dimension {} must be even for RoPE", f.path(), c.head_dim);
-  if (auto eps = f.get_float(a + "attention.layer_norm_rms_epsilon")) c.rms_eps = static_cast<float>(*eps);
+  if (auto eps = f.get_float(a + "attention.layer_norm_rms_epsilon")) c.norm_eps = static_cast<float>(*eps);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   c.rope.rot_dims = c.head_dim;

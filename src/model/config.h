@@ -17,7 +17,12 @@ namespace pagoda {
 class GgufFile;
 struct ArchSpec;
 
+// The FFN's activation: with a gate (ffn_gate) SwiGLU or GeGLU, act(gate) * up; without
+// one (LayerTensorSet::ungated_ffn) act(up), which only GELU is (StarCoder2's MLP).
 enum class FfnActivation { kSilu, kGeluTanh };
+// The norms of a decoder: RMSNorm (x / rms(x) * w), or LayerNorm ((x - mean) / sd * w + b,
+// StarCoder2).
+enum class NormKind { kRms, kLayer };
 
 struct ModelConfig {
   const ArchSpec* arch = nullptr;  // the registered architecture (never null once read)
@@ -30,7 +35,8 @@ struct ModelConfig {
   int32_t n_ff = 0;
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;
-  float rms_eps = 1e-5f;
+  float norm_eps = 1e-5f;    // every norm's epsilon (attention.layer_norm_rms_epsilon; LayerNorm's its own key)
+  NormKind norm = NormKind::kRms;  // the pre-norms and the output norm (QK-norms and post-norms are RMSNorm)
   float attn_scale = 0.0f;   // multiplies q.k; 1/sqrt(head_dim) unless the arch says otherwise
   float embed_scale = 1.0f;  // multiplies token embeddings (Gemma: sqrt(n_embd))
   float residual_scale = 1.0f;  // multiplies each attention / FFN output before the residual add (Granite)

@@ -1,7 +1,8 @@
-// The shared forward pass of every supported architecture: a pre-norm decoder built from
-// blocks (embedding, attention, FFN, output), each owning its optional pieces (QKV bias,
-// QK-norm, post-norms, embedding scale, sliding windows), which come from the config and
-// the bound weights. Explicit code over the kernels, no graph.
+// The shared forward pass of every supported architecture: a decoder built from blocks
+// (embedding, attention, FFN, output), each owning its optional pieces (pre-norms, RMSNorm
+// or LayerNorm, biases, QK-norm per head or over whole rows, post-norms, a gated or
+// ungated FFN, embedding scale, sliding windows), which come from the config and the
+// bound weights. Explicit code over the kernels, no graph.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -11,6 +12,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/elementwise/rope.h"
+#include "model/arch_spec.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -36,6 +38,13 @@ void for_each_token(ThreadPool& pool, int64_t n, int64_t width, const F& fn) {
   pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) fn(t);
   });
+}
+
+// A pre-norm or the output norm of one row (n values): the config's kind, with the bias
+// LayerNorm has.
+void norm_row(const ModelConfig& c, const float* x, const float* w, const float* b, int64_t n, float* out) {
+  if (c.norm == NormKind::kLayer) layer_norm(x, w, b, n, c.norm_eps, out);
+  else rms_norm(x, w, n, c.norm_eps, out);
 }
 
 }  // namespace
@@ -185,20 +194,23 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
   return n;
 }
 
-// Token embeddings into the residual x_, and the first layer's attention norm into xn_.
+// Token embeddings into the residual x_, and the first layer's attention norm (if it has
+// one) into xn_.
 void Model::embed(const int32_t* tokens, int64_t n) {
   const ModelConfig& c = config_;
   const int64_t E = c.n_embd;
+  const LayerWeights& L0 = weights_.layers[0];
   for_each_token(*pool_, n, E, [&](int64_t t) {
     dequantize_weight_row(weights_.tok_embd, tokens[t], &x_[t * E]);
     if (c.embed_scale != 1.0f) scale_inplace(&x_[t * E], c.embed_scale, E);
-    rms_norm(&x_[t * E], weights_.layers[0].attn_norm, E, c.rms_eps, &xn_[t * E]);
+    if (L0.attn_norm != nullptr) norm_row(c, &x_[t * E], L0.attn_norm, L0.attn_norm_b, E, &xn_[t * E]);
   });
 }
 
-// Self-attention of layer l on the normed input xn_: Q/K/V (with the architecture's bias
-// and QK-norm), RoPE, the KV store through each token's block table, paged attention and
-// the output projection; adds the result to x_ and leaves the FFN norm of x_ in xn_.
+// Self-attention of layer l on the normed input xn_ (on the residual x_ itself in a layer
+// without pre-norms): Q/K/V (with the architecture's bias and QK-norm), RoPE, the KV store
+// through each token's block table, paged attention and the output projection; adds the
+// result to x_ and leaves the FFN norm of x_ in xn_.
 void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) {
   const ModelConfig& c = config_;
   ThreadPool& pool = *pool_;
@@ -210,11 +222,13 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
   const int32_t mask = kv.shape().block_size - 1;
   const int64_t E = c.n_embd;
   const int64_t qd = c.q_dim(), kvd = c.kv_dim();
-  if (observer_) observer_(l, LinearInput::kAttention, xn_.data(), n, E);
+  const float* in = L.attn_norm != nullptr ? xn_.data() : x_.data();
+  const bool qk_norm_full = c.arch->tensors.qk_norm_full;
+  if (observer_) observer_(l, LinearInput::kAttention, in, n, E);
   {
     const WeightView* ws[] = {&L.wq, &L.wk, &L.wv};
     float* ys[] = {q_.data(), k_.data(), v_.data()};
-    matmul_shared_input(ws, xn_.data(), n, ys, pool);
+    matmul_shared_input(ws, in, n, ys, pool);
   }
   // Each token's keys and values go to its slot through its sequence's block table.
   for_each_token(pool, n, qd + 2 * kvd, [&](int64_t t) {
@@ -224,10 +238,13 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
     if (L.bq != nullptr) add_inplace(qt, L.bq, qd);
     if (L.bk != nullptr) add_inplace(kt, L.bk, kvd);
     if (L.bv != nullptr) add_inplace(vt, L.bv, kvd);
-    if (L.q_norm != nullptr) {
-      for (int32_t h = 0; h < c.n_head; ++h) rms_norm(qt + h * c.head_dim, L.q_norm, c.head_dim, c.rms_eps, qt + h * c.head_dim);
+    if (L.q_norm != nullptr && qk_norm_full) {
+      rms_norm(qt, L.q_norm, qd, c.norm_eps, qt);
+      rms_norm(kt, L.k_norm, kvd, c.norm_eps, kt);
+    } else if (L.q_norm != nullptr) {
+      for (int32_t h = 0; h < c.n_head; ++h) rms_norm(qt + h * c.head_dim, L.q_norm, c.head_dim, c.norm_eps, qt + h * c.head_dim);
       for (int32_t h = 0; h < c.n_head_kv; ++h)
-        rms_norm(kt + h * c.head_dim, L.k_norm, c.head_dim, c.rms_eps, kt + h * c.head_dim);
+        rms_norm(kt + h * c.head_dim, L.k_norm, c.head_dim, c.norm_eps, kt + h * c.head_dim);
     }
     const int32_t pos = pos_[t];
     if (!c.layer_skips_rope[l]) rope_apply(qt, c.n_head, kt, c.n_head_kv, c.head_dim, pos, rope);
@@ -244,43 +261,62 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
                   att_.data(), pool);
   if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd);
   matmul(L.wo, att_.data(), n, proj_.data(), pool);
-  residual_add(L.post_attn_norm, L.ffn_norm, n);
+  residual_add(L.bo, L.post_attn_norm, L.ffn_norm, L.ffn_norm_b, n);
 }
 
-// The dense gated FFN of layer l on xn_ (SwiGLU or GeGLU); adds the result to x_ and
-// leaves the next layer's attention norm of x_ in xn_. An MoE layer gets a block of its
-// own beside this one.
+// The dense FFN of layer l on xn_ (on x_ without a pre-norm): gated (SwiGLU or GeGLU,
+// act(gate) * up) or, without a gate, GELU of up, with the matrices' biases; adds the
+// result to x_ and leaves the next layer's attention norm of x_ in xn_. An MoE layer gets
+// a block of its own beside this one.
 void Model::ffn_block(int32_t l, int64_t n) {
   const ModelConfig& c = config_;
   ThreadPool& pool = *pool_;
   const LayerWeights& L = weights_.layers[l];
-  if (observer_) observer_(l, LinearInput::kFfn, xn_.data(), n, c.n_embd);
-  {
+  const float* in = L.ffn_norm != nullptr ? xn_.data() : x_.data();
+  const bool gated = !L.gate.empty();
+  if (observer_) observer_(l, LinearInput::kFfn, in, n, c.n_embd);
+  if (gated) {
     const WeightView* ws[] = {&L.gate, &L.up};
     float* ys[] = {gate_.data(), up_.data()};
-    matmul_shared_input(ws, xn_.data(), n, ys, pool);
+    matmul_shared_input(ws, in, n, ys, pool);
+  } else {
+    matmul(L.up, in, n, up_.data(), pool);
   }
   const int64_t F = c.n_ff;
+  float* h = gated ? gate_.data() : up_.data();  // the down projection's input
   for_each_token(pool, n, F, [&](int64_t t) {
-    if (c.act == FfnActivation::kGeluTanh) geglu(&gate_[t * F], &up_[t * F], F);
-    else swiglu(&gate_[t * F], &up_[t * F], F);
+    float* g = &gate_[t * F];
+    float* u = &up_[t * F];
+    if (L.b_up != nullptr) add_inplace(u, L.b_up, F);
+    if (!gated) {
+      gelu_inplace(u, F);  // Model::load allows no other ungated activation
+      return;
+    }
+    if (L.b_gate != nullptr) add_inplace(g, L.b_gate, F);
+    if (c.act == FfnActivation::kGeluTanh) geglu(g, u, F);
+    else swiglu(g, u, F);
   });
-  if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, F);
-  matmul(L.down, gate_.data(), n, proj_.data(), pool);
-  residual_add(L.post_ffw_norm, l + 1 < c.n_layer ? weights_.layers[l + 1].attn_norm : nullptr, n);
+  if (observer_) observer_(l, LinearInput::kFfnDown, h, n, F);
+  matmul(L.down, h, n, proj_.data(), pool);
+  const LayerWeights* next = l + 1 < c.n_layer ? &weights_.layers[l + 1] : nullptr;
+  residual_add(L.b_down, L.post_ffw_norm, next != nullptr ? next->attn_norm : nullptr,
+               next != nullptr ? next->attn_norm_b : nullptr, n);
 }
 
-// x_ += post_norm(proj_) * residual_scale (each when the architecture has it), then xn_ = the next
-// sub-block's norm of x_ while the row is in cache (none after the last layer).
-void Model::residual_add(const float* post_norm, const float* next_norm, int64_t n) {
+// x_ += post_norm(proj_ + bias) * residual_scale (each when the architecture has it), then
+// xn_ = the next sub-block's norm of x_ while the row is in cache (none after the last
+// layer, nor before a sub-block without a pre-norm).
+void Model::residual_add(const float* bias, const float* post_norm, const float* next_norm, const float* next_norm_b,
+                         int64_t n) {
   const ModelConfig& c = config_;
   const int64_t E = c.n_embd;
   for_each_token(*pool_, n, E, [&](int64_t t) {
     float* p = &proj_[t * E];
-    if (post_norm != nullptr) rms_norm(p, post_norm, E, c.rms_eps, p);
+    if (bias != nullptr) add_inplace(p, bias, E);
+    if (post_norm != nullptr) rms_norm(p, post_norm, E, c.norm_eps, p);
     if (c.residual_scale != 1.0f) scale_inplace(p, c.residual_scale, E);
     add_inplace(&x_[t * E], p, E);
-    if (next_norm != nullptr) rms_norm(&x_[t * E], next_norm, E, c.rms_eps, &xn_[t * E]);
+    if (next_norm != nullptr) norm_row(c, &x_[t * E], next_norm, next_norm_b, E, &xn_[t * E]);
   });
 }
 
@@ -294,9 +330,9 @@ void Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool al
   for (const BatchSeq& s : seqs) {
     if (all_logits) {
       for (int32_t j = 0; j < s.n_tokens; ++j, ++rows)
-        rms_norm(&x_[(t0 + j) * E], weights_.output_norm, E, c.rms_eps, &xn_[rows * E]);
+        norm_row(c, &x_[(t0 + j) * E], weights_.output_norm, weights_.output_norm_b, E, &xn_[rows * E]);
     } else if (s.logits) {
-      rms_norm(&x_[(t0 + s.n_tokens - 1) * E], weights_.output_norm, E, c.rms_eps, &xn_[rows * E]);
+      norm_row(c, &x_[(t0 + s.n_tokens - 1) * E], weights_.output_norm, weights_.output_norm_b, E, &xn_[rows * E]);
       ++rows;
     }
     t0 += s.n_tokens;

@@ -76,7 +76,8 @@ class Model {
   void embed(const int32_t* tokens, int64_t n);
   void attention_block(int32_t layer, int64_t n, size_t n_seqs, KvStorage& kv);
   void ffn_block(int32_t layer, int64_t n);
-  void residual_add(const float* post_norm, const float* next_norm, int64_t n);
+  void residual_add(const float* bias, const float* post_norm, const float* next_norm, const float* next_norm_b,
+                    int64_t n);
   void output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);
   void ensure_scratch(int64_t n);
 

@@ -22,6 +22,7 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   }
   PAGODA_BIND(w.tok_embd, b.matrix("token_embd.weight", c.n_vocab, c.n_embd, true));
   PAGODA_BIND(w.output_norm, b.vector("output_norm.weight", c.n_embd, true));
+  if (set.norm_bias) PAGODA_BIND(w.output_norm_b, b.vector("output_norm.bias", c.n_embd, true));
   PAGODA_BIND(w.output, b.matrix("output.weight", c.n_vocab, c.n_embd, false));
   if (w.output.empty()) w.output = w.tok_embd;
   // Llama 3.1 and later divide the RoPE frequencies by these (global layers only).
@@ -37,7 +38,14 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   for (int32_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[l];
     const std::string p = fmt::format("blk.{}.", l);
-    PAGODA_BIND(L.attn_norm, b.vector(p + "attn_norm.weight", c.n_embd, true));
+    if (!set.no_pre_norms) {
+      PAGODA_BIND(L.attn_norm, b.vector(p + "attn_norm.weight", c.n_embd, true));
+      PAGODA_BIND(L.ffn_norm, b.vector(p + "ffn_norm.weight", c.n_embd, true));
+      if (set.norm_bias) {
+        PAGODA_BIND(L.attn_norm_b, b.vector(p + "attn_norm.bias", c.n_embd, true));
+        PAGODA_BIND(L.ffn_norm_b, b.vector(p + "ffn_norm.bias", c.n_embd, true));
+      }
+    }
     // Q, K and V as one matrix (attn_qkv: Q's rows, then K's, then V's) or three.
     WeightView qkv;
     PAGODA_BIND(qkv, b.matrix(p + "attn_qkv.weight", c.q_dim() + 2 * c.kv_dim(), c.n_embd, false));
@@ -58,6 +66,7 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
       PAGODA_BIND(L.wv, b.matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, true));
     }
     PAGODA_BIND(L.wo, b.matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), true));
+    PAGODA_BIND(L.bo, b.vector(p + "attn_output.bias", c.n_embd, set.linear_bias));
     // Biases are optional in every family (some Llama variants carry them too), separate
     // ones also beside a fused QKV matrix, as llama.cpp takes them.
     if (L.bq == nullptr) {
@@ -65,25 +74,29 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
       PAGODA_BIND(L.bk, b.vector(p + "attn_k.bias", c.kv_dim(), set.qkv_bias));
       PAGODA_BIND(L.bv, b.vector(p + "attn_v.bias", c.kv_dim(), set.qkv_bias));
     }
-    if (set.qk_norm) {
-      PAGODA_BIND(L.q_norm, b.vector(p + "attn_q_norm.weight", c.head_dim, true));
-      PAGODA_BIND(L.k_norm, b.vector(p + "attn_k_norm.weight", c.head_dim, true));
+    if (set.qk_norm || set.qk_norm_full) {
+      PAGODA_BIND(L.q_norm, b.vector(p + "attn_q_norm.weight", set.qk_norm_full ? c.q_dim() : c.head_dim, true));
+      PAGODA_BIND(L.k_norm, b.vector(p + "attn_k_norm.weight", set.qk_norm_full ? c.kv_dim() : c.head_dim, true));
     }
     if (set.post_norms) {
       PAGODA_BIND(L.post_attn_norm, b.vector(p + "post_attention_norm.weight", c.n_embd, true));
       PAGODA_BIND(L.post_ffw_norm, b.vector(p + "post_ffw_norm.weight", c.n_embd, true));
     }
-    PAGODA_BIND(L.ffn_norm, b.vector(p + "ffn_norm.weight", c.n_embd, true));
     if (set.fused_gate_up) {
       WeightView gate_up;
       PAGODA_BIND(gate_up, b.matrix(p + "ffn_up.weight", 2 * static_cast<int64_t>(c.n_ff), c.n_embd, true));
       L.gate = weight_rows(gate_up, 0, c.n_ff);
       L.up = weight_rows(gate_up, c.n_ff, c.n_ff);
     } else {
-      PAGODA_BIND(L.gate, b.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, true));
+      if (!set.ungated_ffn) {
+        PAGODA_BIND(L.gate, b.matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, true));
+        PAGODA_BIND(L.b_gate, b.vector(p + "ffn_gate.bias", c.n_ff, false));
+      }
       PAGODA_BIND(L.up, b.matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, true));
+      PAGODA_BIND(L.b_up, b.vector(p + "ffn_up.bias", c.n_ff, set.linear_bias));
     }
     PAGODA_BIND(L.down, b.matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, true));
+    PAGODA_BIND(L.b_down, b.vector(p + "ffn_down.bias", c.n_embd, set.linear_bias));
   }
 #undef PAGODA_BIND
   return Status::ok();
@@ -108,6 +121,8 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
     return error("{}: token_embd.weight vocabulary size {} is out of range", file.path(), emb->shape[1]);
   c.n_vocab = static_cast<int32_t>(emb->shape[1]);
   PAGODA_TRY(c.arch->configure(file, c));
+  if (c.arch->tensors.ungated_ffn && c.act != FfnActivation::kGeluTanh)
+    return error("{}: {}'s FFN has no gate, which only a GELU activation supports", file.path(), c.arch_name);
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(c);
   m->pool_ = &pool;

@@ -202,7 +202,9 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
     });
   };
   matrix("token_embd.weight", s.vocab, s.dim, std::sqrt(static_cast<float>(s.dim)));
+  const LayerTensorSet& set = arch->tensors;
   vec("output_norm.weight", s.dim, 1.0f, 0.1f);
+  if (set.norm_bias) vec("output_norm.bias", s.dim, 0.0f, 0.1f);
   if (!arch->tied_output) matrix("output.weight", s.vocab, s.dim, 4.0f);
   if (s.rope_freqs) {
     // Llama 3.1's shape of factors: 1 for the fast pairs rising to 8 for the slowest.
@@ -227,8 +229,11 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   }
   for (int l = 0; l < s.layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
-    vec(b + "attn_norm.weight", s.dim, 1.0f, 0.1f);
-    if (arch->tensors.fused_qkv) {
+    if (!set.no_pre_norms) {
+      vec(b + "attn_norm.weight", s.dim, 1.0f, 0.1f);
+      if (set.norm_bias) vec(b + "attn_norm.bias", s.dim, 0.0f, 0.1f);
+    }
+    if (set.fused_qkv) {
       matrix(b + "attn_qkv.weight", q_dim + 2 * kv_dim, s.dim, 1.0f);
     } else {
       matrix(b + "attn_q.weight", q_dim, s.dim, 1.0f);
@@ -236,27 +241,33 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
       matrix(b + "attn_v.weight", kv_dim, s.dim, 1.0f);
     }
     matrix(b + "attn_output.weight", s.dim, q_dim, 1.0f);
-    if (arch->tensors.qkv_bias) {
+    if (set.linear_bias) vec(b + "attn_output.bias", s.dim, 0.0f, 0.1f);
+    if (set.qkv_bias) {
       vec(b + "attn_q.bias", q_dim, 0.0f, 0.1f);
       vec(b + "attn_k.bias", kv_dim, 0.0f, 0.1f);
       vec(b + "attn_v.bias", kv_dim, 0.0f, 0.1f);
     }
-    if (arch->tensors.qk_norm) {
-      vec(b + "attn_q_norm.weight", s.head_dim, 1.0f, 0.1f);
-      vec(b + "attn_k_norm.weight", s.head_dim, 1.0f, 0.1f);
+    if (set.qk_norm || set.qk_norm_full) {
+      vec(b + "attn_q_norm.weight", set.qk_norm_full ? q_dim : s.head_dim, 1.0f, 0.1f);
+      vec(b + "attn_k_norm.weight", set.qk_norm_full ? kv_dim : s.head_dim, 1.0f, 0.1f);
     }
-    if (arch->tensors.post_norms) {
+    if (set.post_norms) {
       vec(b + "post_attention_norm.weight", s.dim, 1.0f, 0.1f);
       vec(b + "post_ffw_norm.weight", s.dim, 1.0f, 0.1f);
     }
-    vec(b + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
-    if (arch->tensors.fused_gate_up) {
+    if (!set.no_pre_norms) {
+      vec(b + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
+      if (set.norm_bias) vec(b + "ffn_norm.bias", s.dim, 0.0f, 0.1f);
+    }
+    if (set.fused_gate_up) {
       matrix(b + "ffn_up.weight", 2 * static_cast<int64_t>(s.ff), s.dim, 1.0f);  // gate rows, then up rows
     } else {
-      matrix(b + "ffn_gate.weight", s.ff, s.dim, 1.0f);
+      if (!set.ungated_ffn) matrix(b + "ffn_gate.weight", s.ff, s.dim, 1.0f);
       matrix(b + "ffn_up.weight", s.ff, s.dim, 1.0f);
+      if (set.linear_bias) vec(b + "ffn_up.bias", s.ff, 0.0f, 0.1f);
     }
     matrix(b + "ffn_down.weight", s.dim, s.ff, 1.0f);
+    if (set.linear_bias) vec(b + "ffn_down.bias", s.dim, 0.0f, 0.1f);
   }
   return w.write(path);
 }

@@ -18,22 +18,29 @@ class GgufFile;
 struct GgufTensor;
 
 struct LayerWeights {
-  const float* attn_norm = nullptr;
+  const float* attn_norm = nullptr;    // null: no pre-norm, attention reads the residual (OLMo 2)
+  const float* attn_norm_b = nullptr;  // LayerNorm's bias (StarCoder2)
   WeightView wq, wk, wv, wo;  // row ranges of one attn_qkv matrix when the file fuses them
   const float* bq = nullptr;
   const float* bk = nullptr;
   const float* bv = nullptr;
-  const float* q_norm = nullptr;  // per-head RMSNorm of Q and K (Gemma 3)
+  const float* bo = nullptr;
+  const float* q_norm = nullptr;  // RMSNorm of Q and K, per head (Gemma 3) or whole rows (OLMo 2)
   const float* k_norm = nullptr;
-  const float* post_attn_norm = nullptr;  // Gemma's norms after attention and FFN
-  const float* ffn_norm = nullptr;
-  WeightView gate, up, down;  // gate and up: the two halves of ffn_up when it holds both
+  const float* post_attn_norm = nullptr;  // norms after attention and FFN (Gemma, OLMo 2)
+  const float* ffn_norm = nullptr;    // null: no pre-norm (OLMo 2)
+  const float* ffn_norm_b = nullptr;
+  WeightView gate, up, down;  // gate and up: the two halves of ffn_up when it holds both; no gate: ungated
+  const float* b_gate = nullptr;
+  const float* b_up = nullptr;
+  const float* b_down = nullptr;
   const float* post_ffw_norm = nullptr;
 };
 
 struct ModelWeights {
   WeightView tok_embd;
   const float* output_norm = nullptr;
+  const float* output_norm_b = nullptr;  // LayerNorm's bias (StarCoder2)
   WeightView output;  // equals tok_embd when the embeddings are tied
   const float* rope_freqs = nullptr;  // rope_freqs.weight (Llama 3.1+), rot_dims / 2 factors
   // LongRoPE's factors (Phi-3), rot_dims / 2 each, or null: Model::set_context_length

@@ -187,6 +187,13 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
       } else {
         for (int64_t c = 0; c < cols; ++c) (*fold)[static_cast<size_t>(c)] /= s[static_cast<size_t>(c)];
       }
+      // Channel c of the input is the fold's row (or norm value) c plus its bias c: a
+      // LayerNorm's bias or a biased V's scales with it.
+      if (std::vector<float>* bias = current(fmt::format("blk.{}.{}.bias", layer, g.fold)); bias != nullptr) {
+        if (static_cast<int64_t>(bias->size()) != cols)
+          return error("AWQ: blk.{}.{}.bias has {} values for {} input channels", layer, g.fold, bias->size(), cols);
+        for (int64_t c = 0; c < cols; ++c) (*bias)[static_cast<size_t>(c)] /= s[static_cast<size_t>(c)];
+      }
     }
   }
   if (searched > 0)

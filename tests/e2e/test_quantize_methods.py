@@ -128,6 +128,37 @@ def test_awq_scales_fold_into_the_model_without_changing_its_function(pagoda_bin
         "AWQ folded no scale into a norm"
 
 
+def greedy_logits(pagoda_bin, model, workdir):
+    ids_out, logits_out = workdir / "ids.json", workdir / "logits.f32"
+    rc, _, err = run_pagoda(pagoda_bin, "run", "-m", model, "--prompt-ids", "1,300,301,45,77,99,12,400", "-n", 8,
+                            "--temp", 0, "--ignore-eos", "-t", 2, "--no-stats", "--ids-out", ids_out,
+                            "--logits-out", logits_out)
+    assert rc == 0, err
+    return np.fromfile(logits_out, dtype=np.float32)
+
+
+@pytest.mark.parametrize("arch", ["starcoder2"])
+def test_awq_folds_into_biases_and_other_layer_shapes(pagoda_bin, write_gen_model, tmp_path, arch):
+    """AWQ at F16 on architectures whose folds differ from Llama's: StarCoder2's LayerNorms
+    (scales divide the weight and the bias) and biased V (a KV head per query head, so the
+    output group folds into V's rows and bias), no down group behind its ungated GELU. The
+    folded model computes the source's logits up to F16 rounding, as round to nearest does."""
+    src = write_gen_model(tmp_path / f"{arch}.gguf", arch=arch, dim=256, ff=512, kv_heads=4, seed=11)
+    log = quantize(pagoda_bin, src, tmp_path / "awq.gguf", "F16", "awq", CALIB)
+    assert "AWQ:" in log and " o " in log, log
+    assert " down " not in log, log
+    quantize(pagoda_bin, src, tmp_path / "rtn.gguf", "F16", "rtn", CALIB)
+    want = greedy_logits(pagoda_bin, src, tmp_path)
+    err_awq = np.abs(greedy_logits(pagoda_bin, tmp_path / "awq.gguf", tmp_path) - want).max() / want.std()
+    err_rtn = np.abs(greedy_logits(pagoda_bin, tmp_path / "rtn.gguf", tmp_path) - want).max() / want.std()
+    print(f"{arch}: F16 logit error / std: awq {err_awq:.2e}, rtn {err_rtn:.2e}")
+    assert err_awq < max(3 * err_rtn, 1e-3), (err_awq, err_rtn)
+    folded = {t.name: np.array(t.data) for t in GGUFReader(str(tmp_path / "awq.gguf")).tensors}
+    plain = {t.name: np.array(t.data) for t in GGUFReader(str(tmp_path / "rtn.gguf")).tensors}
+    moved = [n for n in folded if n.endswith(".bias") and not np.allclose(folded[n], plain[n])]
+    assert any(n.endswith("attn_norm.bias") for n in moved) and any(n.endswith("attn_v.bias") for n in moved), moved
+
+
 def test_w8a8_with_awq_runs_end_to_end(pagoda_bin, f32_model, texts, tmp_path, kl_cache):
     calib, evaluation = texts
     out = tmp_path / "w8a8-awq.gguf"

@@ -22,6 +22,20 @@ TEST(RmsNorm, NormalizesToUnitRootMeanSquareThenScales) {
   EXPECT_FLOAT_EQ(out[1], -4 / rms * 2);
 }
 
+// LayerNorm: zero mean and unit variance (population, over n), then the weight and the
+// bias; the double formula to float accuracy, eps inside the square root, in place too.
+TEST(LayerNorm, CentresScalesThenAppliesWeightAndBias) {
+  std::vector<float> x = {1, 2, 3, 6}, w = {1, 2, 0.5f, -1}, b = {0, 1, -1, 0.25f}, out(4);
+  layer_norm(x.data(), w.data(), b.data(), 4, 0.0f, out.data());
+  const double mean = 3.0, sd = std::sqrt((4 + 1 + 0 + 9) / 4.0);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], (x[i] - mean) / sd * w[i] + b[i], 1e-6) << i;
+  layer_norm(x.data(), nullptr, nullptr, 4, 1.0f, out.data());
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], (x[i] - mean) / std::sqrt(3.5 + 1.0), 1e-6) << i;
+  std::vector<float> c = {5, 5, 5};  // constant row: (x - mean) is 0, eps keeps it finite
+  layer_norm(c.data(), nullptr, b.data(), 3, 1e-5f, c.data());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c[i], b[i]);
+}
+
 TEST(Softmax, SumsToOneAndIsShiftInvariant) {
   std::vector<float> a = {1, 2, 3, 1000}, b = {-999, -998, -997, 0};
   softmax(a.data(), 4);
@@ -39,11 +53,16 @@ TEST(Activations, SwigluAndGegluMatchDefinitions) {
   auto g2 = g;
   swiglu(g.data(), u.data(), 3);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(g[i], g2[i] / (1 + std::exp(-g2[i])) * u[i], 1e-6);
-  auto g3 = g2;
+  auto g3 = g2, g4 = g2;
   geglu(g3.data(), u.data(), 3);
-  // tanh-approximate GELU is within 1e-3 of the exact erf form.
-  for (int i = 0; i < 3; ++i)
+  gelu_inplace(g4.data(), 3);
+  // tanh-approximate GELU is within 1e-3 of the exact erf form; the ungated one is the
+  // gated one's GELU.
+  for (int i = 0; i < 3; ++i) {
     EXPECT_NEAR(g3[i], 0.5 * g2[i] * (1 + std::erf(g2[i] / std::sqrt(2.0))) * u[i], 2e-3);
+    EXPECT_EQ(g4[i], gelu_fp16_table(g2[i]));
+    EXPECT_EQ(g3[i], g4[i] * u[i]);
+  }
 }
 
 // cap * tanh(x / cap) in llama.cpp's order: within an ulp or two of the double formula
@@ -117,6 +136,32 @@ TEST_P(ElementwiseSimdTest, RmsNormMatchesScalar) {
   }
 }
 
+TEST_P(ElementwiseSimdTest, LayerNormMatchesScalar) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
+  for (int64_t n : sizes()) {
+    // An offset mean, so the centring matters (and a tail lane counted wrongly shows).
+    std::vector<float> x = values(n, 11, 3.0f);
+    for (float& v : x) v += 2.5f;
+    const std::vector<float> w = values(n, 12, 1.0f), b = values(n, 13, 0.5f);
+    for (int variant = 0; variant < 3; ++variant) {
+      const float* wp = variant == 2 ? nullptr : w.data();
+      const float* bp = variant == 0 ? b.data() : nullptr;
+      std::vector<float> a(n), r(n), inplace = x;
+      simd.layer_norm(x.data(), wp, bp, n, 1e-5f, a.data());
+      ref.layer_norm(x.data(), wp, bp, n, 1e-5f, r.data());
+      simd.layer_norm(inplace.data(), wp, bp, n, 1e-5f, inplace.data());
+      // Only the order of the two double sums differs: the float mean and variance are
+      // the same unless a sum sits on a float rounding boundary, which moves the outputs
+      // by an ulp or two (or, for an output near zero, by as little absolutely).
+      for (int64_t i = 0; i < n; ++i) {
+        const float tol = 4e-7f * (std::fabs(r[i]) + 1.0f);
+        ASSERT_NEAR(a[i], r[i], tol) << "n=" << n << " i=" << i << " variant " << variant;
+        ASSERT_EQ(a[i], inplace[i]) << "in place, n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
 TEST_P(ElementwiseSimdTest, SwigluWithinAFewUlpOfScalar) {
   const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
   for (int64_t n : sizes()) {
@@ -181,7 +226,7 @@ TEST_P(ElementwiseSimdTest, ExpIsLibmBitForBit) {
   }
 }
 
-TEST_P(ElementwiseSimdTest, GegluAddScaleAreBitExact) {
+TEST_P(ElementwiseSimdTest, GegluGeluAddScaleAreBitExact) {
   const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
   for (int64_t n : sizes()) {
     const std::vector<float> g = values(n, 5, 4.0f), u = values(n, 6, 1.0f);
@@ -189,6 +234,11 @@ TEST_P(ElementwiseSimdTest, GegluAddScaleAreBitExact) {
     simd.geglu(a.data(), u.data(), n);
     ref.geglu(b.data(), u.data(), n);
     ASSERT_EQ(std::memcmp(a.data(), b.data(), n * sizeof(float)), 0) << "geglu n=" << n;
+    a = g;
+    b = g;
+    simd.gelu(a.data(), n);
+    ref.gelu(b.data(), n);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), n * sizeof(float)), 0) << "gelu n=" << n;
     a = g;
     b = g;
     simd.add(a.data(), u.data(), n);

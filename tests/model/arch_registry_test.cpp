@@ -57,13 +57,25 @@ TEST_P(ArchSpecTest, RandomModelLoadsWithExactlyTheSpecsTensors) {
   const Model& m = **model;
   EXPECT_EQ(m.config().arch, spec);
   EXPECT_EQ(m.config().arch_name, spec->name);
+  const LayerTensorSet& set = spec->tensors;
+  EXPECT_FALSE(set.qk_norm && set.qk_norm_full);
   for (const LayerWeights& L : m.weights().layers) {
-    EXPECT_EQ(L.bq != nullptr, spec->tensors.qkv_bias);
-    EXPECT_EQ(L.q_norm != nullptr, spec->tensors.qk_norm);
-    EXPECT_EQ(L.k_norm != nullptr, spec->tensors.qk_norm);
-    EXPECT_EQ(L.post_attn_norm != nullptr, spec->tensors.post_norms);
-    EXPECT_EQ(L.post_ffw_norm != nullptr, spec->tensors.post_norms);
+    EXPECT_EQ(L.bq != nullptr, set.qkv_bias);
+    EXPECT_EQ(L.q_norm != nullptr, set.qk_norm || set.qk_norm_full);
+    EXPECT_EQ(L.k_norm != nullptr, set.qk_norm || set.qk_norm_full);
+    EXPECT_EQ(L.post_attn_norm != nullptr, set.post_norms);
+    EXPECT_EQ(L.post_ffw_norm != nullptr, set.post_norms);
+    EXPECT_EQ(L.attn_norm != nullptr, !set.no_pre_norms);
+    EXPECT_EQ(L.ffn_norm != nullptr, !set.no_pre_norms);
+    EXPECT_EQ(L.attn_norm_b != nullptr, set.norm_bias && !set.no_pre_norms);
+    EXPECT_EQ(L.ffn_norm_b != nullptr, set.norm_bias && !set.no_pre_norms);
+    EXPECT_EQ(L.bo != nullptr, set.linear_bias);
+    EXPECT_EQ(L.b_up != nullptr, set.linear_bias);
+    EXPECT_EQ(L.b_down != nullptr, set.linear_bias);
+    EXPECT_EQ(L.b_gate, nullptr);
+    EXPECT_EQ(L.gate.empty(), set.ungated_ffn);
   }
+  EXPECT_EQ(m.weights().output_norm_b != nullptr, set.norm_bias);
   EXPECT_EQ(m.weights().output.data == m.weights().tok_embd.data, spec->tied_output);
 
   // AWQ's groups name tensors the file has, and fold into ones it has.

@@ -104,7 +104,7 @@ TEST_P(ForwardTest, RejectsTokensOutsideVocabularyAndContextOverflow) {
   EXPECT_NE(st.message().find("do not fit"), std::string::npos) << st.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3", "gemma2", "phi3"));
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3", "gemma2", "phi3", "starcoder2"));
 
 TEST(ModelLoad, MissingTensorIsAClearError) {
   // A gemma3 file read as if it were llama is fine, but a file missing a required tensor
@@ -204,6 +204,48 @@ TEST(ModelLoad, Gemma2ConfigFollowsLlamaCpp) {
   EXPECT_EQ(c.embed_scale, std::sqrt(static_cast<float>(c.n_embd)));
   EXPECT_EQ(c.attn_scale, 1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   EXPECT_EQ((*model)->weights().output.data, (*model)->weights().tok_embd.data);
+}
+
+// StarCoder2: LayerNorms with their biases and epsilon from
+// starcoder2.attention.layer_norm_epsilon (required: refused in one line naming file and
+// key), biases on every matrix but the output, an ungated GELU MLP, NeoX RoPE, tied output.
+TEST(ModelLoad, Starcoder2ConfigAndItsRequiredEpsilon) {
+  const std::string path = tiny_model("starcoder2", DType::F32);
+  {
+    auto file = GgufFile::open(path);
+    ASSERT_TRUE(file.is_ok());
+    ThreadPool pool(1);
+    auto model = Model::load(*file, pool);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    const ModelConfig& c = (*model)->config();
+    const ModelWeights& w = (*model)->weights();
+    EXPECT_EQ(c.norm, NormKind::kLayer);
+    EXPECT_EQ(c.norm_eps, 1e-5f);
+    EXPECT_EQ(c.act, FfnActivation::kGeluTanh);
+    EXPECT_EQ(c.rope.layout, RopeLayout::kNeox);
+    EXPECT_EQ(c.sliding_window, 0);
+    EXPECT_NE(w.output_norm_b, nullptr);
+    for (const LayerWeights& L : w.layers) {
+      EXPECT_TRUE(L.gate.empty());
+      EXPECT_NE(L.attn_norm_b, nullptr);
+      EXPECT_NE(L.ffn_norm_b, nullptr);
+      EXPECT_NE(L.bq, nullptr);
+      EXPECT_NE(L.bo, nullptr);
+      EXPECT_NE(L.b_up, nullptr);
+      EXPECT_NE(L.b_down, nullptr);
+    }
+    EXPECT_EQ(w.output.data, w.tok_embd.data);
+  }
+  const std::string key = "starcoder2.attention.layer_norm_epsilon";
+  std::string bytes = read_bytes(path);
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 2] = 'X';
+  const std::string broken = write_copy(path, bytes, ".missing.gguf");
+  const std::string msg = load_error(broken);
+  EXPECT_NE(msg.find(broken), std::string::npos) << msg;
+  EXPECT_NE(msg.find("missing metadata key " + key), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
 // Phi-3's fused matrices bind as row ranges of one tensor, and LongRoPE's factors follow

@@ -4,7 +4,7 @@ It shares nothing with the C++ code: the GGUF file is read with the `gguf` packa
 GGUFReader and every tensor is dequantized with `gguf.quants.dequantize`, except Pagoda's
 own W8A8 matrices (an I8 tensor times the F32 row scales of "<name>.scale"). The
 architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp,
-gemma2.cpp, phi3.cpp and the hparams in src/llama-model.cpp):
+gemma2.cpp, phi3.cpp, starcoder2.cpp and the hparams in src/llama-model.cpp):
 
   llama   RMSNorm; RoPE of llama.cpp's "norm" mode, rotating ADJACENT pairs
           (x[2i], x[2i+1]) by pos * base^(-2i/n_rot); SwiGLU FFN silu(gate) * up;
@@ -32,6 +32,10 @@ gemma2.cpp, phi3.cpp and the hparams in src/llama-model.cpp):
           rope_factors_long[i] when the context exceeds rope.scaling.original_context_length,
           else by rope_factors_short[i], and cos / sin times rope.scaling.attn_factor;
           attention.sliding_window ignored, as llama.cpp does.
+  starcoder2 LayerNorm (x - mean) / sqrt(var + eps) * w + b for attn_norm, ffn_norm and
+          output_norm (eps = starcoder2.attention.layer_norm_epsilon); biases on q, k, v,
+          attn_output, ffn_up and ffn_down; ungated MLP ffn_down(gelu(ffn_up(x))); NEOX RoPE;
+          output tied unless output.weight exists.
 
 Usage:
     model = ReferenceModel("model.gguf")      # n_ctx=...: the context LongRoPE chooses by
@@ -40,7 +44,8 @@ Usage:
 ReferenceModel(path, f16_attention=True) models llama.cpp's CPU numerics that Pagoda follows
 on purpose: q, k and v rounded to FP16 right before attention (an FP16 KV cache, q rounded
 for q.k), softmax probabilities rounded to FP16 before the V product, and GELU evaluated on
-FP16 inputs with an FP16 result (ggml's GELU table). Everything else stays float64.
+FP16 inputs with an FP16 result (ggml's GELU table; ggml_gelu=True alone keeps only that).
+Everything else stays float64.
 """
 from __future__ import annotations
 
@@ -91,7 +96,7 @@ def _field(reader: GGUFReader, key: str, default=None):
 
 def read_hparams(reader: GGUFReader) -> HParams:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3"):
+    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3", "starcoder2"):
         raise ValueError(f"reference: architecture {arch!r} not supported")
     g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
@@ -121,7 +126,8 @@ def read_hparams(reader: GGUFReader) -> HParams:
         n_head=n_head,
         n_head_kv=int(g("attention.head_count_kv", n_head)),
         head_dim=head_dim,
-        eps=float(g("attention.layer_norm_rms_epsilon", 1e-5)),
+        eps=float(g("attention.layer_norm_epsilon") if arch == "starcoder2"
+                  else g("attention.layer_norm_rms_epsilon", 1e-5)),
         rope_base=rope_base,
         rope_scale=scale,
         n_rot=n_rot,
@@ -162,6 +168,12 @@ def load_tensors(reader: GGUFReader) -> dict[str, np.ndarray]:
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """x / sqrt(mean(x^2) + eps) * w over the last axis."""
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    """(x - mean(x)) / sqrt(var(x) + eps) * w + b over the last axis (population variance)."""
+    d = x - np.mean(x, axis=-1, keepdims=True)
+    return d / np.sqrt(np.mean(d * d, axis=-1, keepdims=True) + eps) * w + b
 
 
 def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, scale: float, neox: bool,
@@ -236,8 +248,9 @@ def gelu_ggml(x: np.ndarray) -> np.ndarray:
 # ---- the model --------------------------------------------------------------------------
 
 class ReferenceModel:
-    def __init__(self, path, f16_attention: bool = False, n_ctx: int | None = None):
+    def __init__(self, path, f16_attention: bool = False, n_ctx: int | None = None, ggml_gelu: bool | None = None):
         self.f16_attention = f16_attention
+        self.ggml_gelu = f16_attention if ggml_gelu is None else ggml_gelu
         reader = GGUFReader(str(path))
         self.hp = read_hparams(reader)
         self.w = load_tensors(reader)
@@ -289,7 +302,7 @@ class ReferenceModel:
         swa = self.is_swa_layer(il)
         # gemma3's local layers have their own base; gemma2's use the global RoPE.
         base, scale = (10000.0, 1.0) if swa and hp.arch == "gemma3" else (hp.rope_base, hp.rope_scale)
-        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2", "phi3")
+        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2", "phi3", "starcoder2")
         if not (hp.arch == "smollm3" and (il + 1) % 4 == 0):  # SmolLM3: every 4th layer is NoPE
             factors = None if swa else self.rope_factors
             yarn = None if swa else hp.yarn
@@ -306,20 +319,30 @@ class ReferenceModel:
 
     def ffn_block(self, x: np.ndarray, il: int) -> np.ndarray:
         p = f"blk.{il}."
-        gate, up = self.linear(x, p + "ffn_gate"), self.linear(x, p + "ffn_up")
-        gelu = gelu_ggml if self.f16_attention else gelu_tanh
+        gelu = gelu_ggml if self.ggml_gelu else gelu_tanh
+        up = self.linear(x, p + "ffn_up")
+        if self.hp.arch == "starcoder2":  # no gate: down(gelu(up))
+            return self.linear(gelu(up), p + "ffn_down")
+        gate = self.linear(x, p + "ffn_gate")
         act = gelu(gate) if self.hp.arch in ("gemma3", "gemma2") else silu(gate)
         return self.linear(act * up, p + "ffn_down")
 
+    def norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        """A pre-norm or the output norm: LayerNorm with its bias (starcoder2), else RMSNorm."""
+        w = self.w[name + ".weight"]
+        if self.hp.arch == "starcoder2":
+            return layer_norm(x, w, self.w[name + ".bias"], self.hp.eps)
+        return rms_norm(x, w, self.hp.eps)
+
     def layer(self, x: np.ndarray, il: int, pos: np.ndarray) -> np.ndarray:
         hp, w, p = self.hp, self.w, f"blk.{il}."
-        a = self.attention_block(rms_norm(x, w[p + "attn_norm.weight"], hp.eps), il, pos)
+        a = self.attention_block(self.norm(x, p + "attn_norm"), il, pos)
         if hp.arch in ("gemma3", "gemma2"):
             a = rms_norm(a, w[p + "post_attention_norm.weight"], hp.eps)
         if hp.residual_scale:
             a = a * hp.residual_scale
         x = x + a
-        f = self.ffn_block(rms_norm(x, w[p + "ffn_norm.weight"], hp.eps), il)
+        f = self.ffn_block(self.norm(x, p + "ffn_norm"), il)
         if hp.arch in ("gemma3", "gemma2"):
             f = rms_norm(f, w[p + "post_ffw_norm.weight"], hp.eps)
         if hp.residual_scale:
@@ -339,7 +362,7 @@ class ReferenceModel:
             x = x * self.hp.embedding_scale
         for il in range(self.hp.n_layer):
             x = self.layer(x, il, pos)
-        x = rms_norm(x, self.w["output_norm.weight"], self.hp.eps)
+        x = self.norm(x, "output_norm")
         logits = self.linear(x, "output" if "output.weight" in self.w else "token_embd")  # else tied
         if self.hp.final_softcap:
             logits = self.hp.final_softcap * np.tanh(logits / self.hp.final_softcap)

@@ -30,6 +30,26 @@ void rms_norm_scalar(const float* x, const float* w, int64_t n, float eps, float
   }
 }
 
+void layer_norm_scalar(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+  // ggml's norm: the mean and the variance from double sums, the rest in float.
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
+  const float mean = static_cast<float>(sum) / static_cast<float>(n);
+  double sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = x[i] - mean;
+    sq += static_cast<double>(d * d);
+  }
+  const float variance = static_cast<float>(sq / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(variance + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    float y = (x[i] - mean) * scale;
+    if (w != nullptr) y *= w[i];
+    if (b != nullptr) y += b[i];
+    out[i] = y;
+  }
+}
+
 void swiglu_scalar(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = a[i];
@@ -54,16 +74,20 @@ const GeluTable& gelu_table() {
   return table;
 }
 
+float gelu_of(const GeluTable& t, float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(t.v[fp32_to_fp16(x)]);
+}
+
 void geglu_scalar(float* a, const float* b, int64_t n) {
   const GeluTable& t = gelu_table();
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = a[i];
-    float g;
-    if (x <= -10.0f) g = 0.0f;
-    else if (x >= 10.0f) g = x;
-    else g = fp16_to_fp32(t.v[fp32_to_fp16(x)]);
-    a[i] = g * b[i];
-  }
+  for (int64_t i = 0; i < n; ++i) a[i] = gelu_of(t, a[i]) * b[i];
+}
+
+void gelu_scalar(float* a, int64_t n) {
+  const GeluTable& t = gelu_table();
+  for (int64_t i = 0; i < n; ++i) a[i] = gelu_of(t, a[i]);
 }
 
 void softmax_scalar(float* x, int64_t n) {
@@ -102,8 +126,17 @@ const ElementwiseKernels& best() {
 }  // namespace
 
 ElementwiseKernels elementwise_kernels(SimdTarget target) {
-  ElementwiseKernels k{rms_norm_scalar, swiglu_scalar, geglu_scalar, softmax_scalar,
-                       add_scalar,      scale_scalar,  exp_scalar,   softcap_scalar};
+  ElementwiseKernels k;
+  k.rms_norm = rms_norm_scalar;
+  k.layer_norm = layer_norm_scalar;
+  k.swiglu = swiglu_scalar;
+  k.geglu = geglu_scalar;
+  k.gelu = gelu_scalar;
+  k.softmax = softmax_scalar;
+  k.add = add_scalar;
+  k.scale = scale_scalar;
+  k.exp = exp_scalar;
+  k.softcap = softcap_scalar;
   if (target >= SimdTarget::kAvx2) simd::register_elementwise_avx2(k);
   if (target >= SimdTarget::kAvx512) simd::register_elementwise_avx512(k);
   return k;
@@ -122,15 +155,15 @@ float softcap(float x, float cap) {
   return static_cast<float>(std::tanh(static_cast<double>(y))) * cap;
 }
 
-float gelu_fp16_table(float x) {
-  if (x <= -10.0f) return 0.0f;
-  if (x >= 10.0f) return x;
-  return fp16_to_fp32(gelu_table().v[fp32_to_fp16(x)]);
-}
+float gelu_fp16_table(float x) { return gelu_of(gelu_table(), x); }
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) { best().rms_norm(x, w, n, eps, out); }
+void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+  best().layer_norm(x, w, b, n, eps, out);
+}
 void swiglu(float* a, const float* b, int64_t n) { best().swiglu(a, b, n); }
 void geglu(float* a, const float* b, int64_t n) { best().geglu(a, b, n); }
+void gelu_inplace(float* a, int64_t n) { best().gelu(a, n); }
 void softmax(float* x, int64_t n) { best().softmax(x, n); }
 void add_inplace(float* a, const float* b, int64_t n) { best().add(a, b, n); }
 void scale_inplace(float* a, float s, int64_t n) { best().scale(a, s, n); }

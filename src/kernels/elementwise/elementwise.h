@@ -1,15 +1,15 @@
-// Row-wise kernels of the transformer layers: RMSNorm, activations, softmax, residual
-// adds. Numerics follow ggml's (RMSNorm sums float squares in double, GELU is the tanh
+// Row-wise kernels of the transformer layers: RMSNorm, LayerNorm, activations, softmax,
+// residual adds. Numerics follow ggml's (the norms sum in double, GELU is the tanh
 // approximation tabulated over FP16 inputs) so results track llama.cpp. Each has a scalar
 // body (elementwise.cpp) and one SIMD body (elementwise_body.h, over the vector layer)
 // compiled per target and picked once for this CPU. Pure functions of their inputs,
 // thread-safe, no allocation.
 //
-// What the SIMD bodies may change: the order of rms_norm's double sum and of softmax's
-// double sum; swiglu's exp (vexp.h's exp_fast, within 1 ulp of glibc's expf, so SwiGLU
+// What the SIMD bodies may change: the order of rms_norm's, layer_norm's and softmax's
+// double sums; swiglu's exp (vexp.h's exp_fast, within 1 ulp of glibc's expf, so SwiGLU
 // outputs are within 4 ulp of the scalar body). Everything else is bit-identical to the
-// scalar body: the per-element float operations run in the same order, geglu looks up
-// the same table, softmax and exp_inplace use the vector exp that returns libm's expf
+// scalar body: the per-element float operations run in the same order, geglu and gelu
+// look up the same table, softmax and exp_inplace use the vector exp that returns libm's expf
 // bit for bit, softcap_inplace the vector tanh that returns softcap()'s bits.
 #pragma once
 
@@ -21,11 +21,18 @@ namespace pagoda {
 
 // out = x / sqrt(mean(x^2) + eps) * w   (w may be null: no scale). out may alias x.
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
+// LayerNorm as ggml's norm followed by the weight and the bias (StarCoder2): the mean is
+// the double sum of x rounded to float over n, the variance the double sum of the float
+// squares of (x - mean) over n, and out = (x - mean) * (1 / sqrt(variance + eps)) * w + b,
+// each step rounded to float in that order (w, b may be null: not applied). out may alias x.
+void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
 
 // a[i] = silu(a[i]) * b[i]   (SwiGLU, gate in a)
 void swiglu(float* a, const float* b, int64_t n);
 // a[i] = gelu(a[i]) * b[i]   (GeGLU), GELU evaluated as gelu_fp16_table.
 void geglu(float* a, const float* b, int64_t n);
+// a[i] = gelu_fp16_table(a[i]): the ungated GELU of an MLP without a gate (StarCoder2).
+void gelu_inplace(float* a, int64_t n);
 // Exact tanh-approximation GELU.
 float gelu_tanh(float x);
 // gelu_tanh of x rounded to FP16, rounded to FP16 (ggml's GELU); identity above 10 and
@@ -51,8 +58,10 @@ void softcap_inplace(float* x, float cap, int64_t n);
 // benchmarks.
 struct ElementwiseKernels {
   void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* out) = nullptr;
+  void (*layer_norm)(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) = nullptr;
   void (*swiglu)(float* a, const float* b, int64_t n) = nullptr;
   void (*geglu)(float* a, const float* b, int64_t n) = nullptr;
+  void (*gelu)(float* a, int64_t n) = nullptr;
   void (*softmax)(float* x, int64_t n) = nullptr;
   void (*add)(float* a, const float* b, int64_t n) = nullptr;
   void (*scale)(float* a, float s, int64_t n) = nullptr;
@@ -61,7 +70,7 @@ struct ElementwiseKernels {
 };
 ElementwiseKernels elementwise_kernels(SimdTarget target);
 
-// Internal, for the SIMD geglu bodies: ggml's GELU table, the FP16 result for every FP16
+// Internal, for the SIMD geglu and gelu bodies: ggml's GELU table, the FP16 result for every FP16
 // input bit pattern, plus two spare entries so a 32-bit gather at index 65535 stays inside.
 const uint16_t* gelu_fp16_table_data();
 

@@ -57,6 +57,42 @@ struct Elementwise {
     }
   }
 
+  // ggml's norm in layer_norm_scalar's float steps; only the order of the two double sums
+  // differs (two vectors of partial sums each).
+  static void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+    D s0 = V::d_zero(), s1 = V::d_zero();
+    for (int64_t i = 0; i < n; i += L) {
+      const F a = load(x + i, n - i);
+      s0 = V::d_add(s0, V::widen_lo(a));
+      s1 = V::d_add(s1, V::widen_hi(a));
+    }
+    const float mean = static_cast<float>(V::d_hsum(V::d_add(s0, s1))) / static_cast<float>(n);
+    const F vm = V::set1(mean);
+    s0 = V::d_zero();
+    s1 = V::d_zero();
+    for (int64_t i = 0; i < n; i += L) {
+      F d = V::sub(load(x + i, n - i), vm);
+      if (n - i < L) {
+        // The tail's lanes past n loaded as zeros: their (0 - mean)^2 must not count, so
+        // only its first n - i lanes come back.
+        alignas(64) float t[L];
+        V::store_tail(t, d, n - i);
+        d = V::load_tail(t, n - i);
+      }
+      const F dd = V::mul(d, d);
+      s0 = V::d_add(s0, V::widen_lo(dd));
+      s1 = V::d_add(s1, V::widen_hi(dd));
+    }
+    const float variance = static_cast<float>(V::d_hsum(V::d_add(s0, s1)) / static_cast<double>(n));
+    const F vs = V::set1(1.0f / sqrtf(variance + eps));
+    for (int64_t i = 0; i < n; i += L) {
+      F o = V::mul(V::sub(load(x + i, n - i), vm), vs);
+      if (w != nullptr) o = V::mul(o, load(w + i, n - i));
+      if (b != nullptr) o = V::add(o, load(b + i, n - i));
+      store(out + i, o, n - i);
+    }
+  }
+
   // silu(g) * b with exp_fast (within 1 ulp of expf), so within a few ulp of the scalar
   // body.
   static void swiglu(float* a, const float* b, int64_t n) {
@@ -68,17 +104,20 @@ struct Elementwise {
     }
   }
 
-  // The table lookup of geglu_scalar in vectors: V::lookup_h rounds like fp32_to_fp16.
+  // The table lookup of gelu_fp16_table in vectors: V::lookup_h rounds like fp32_to_fp16.
+  static F gelu(const uint16_t* table, F x) {
+    const F g = V::blend(V::ge(x, V::set1(10.0f)), V::lookup_h(table, x), x);
+    return V::blend(V::le(x, V::set1(-10.0f)), g, V::zero());
+  }
+
   static void geglu(float* a, const float* b, int64_t n) {
     const uint16_t* table = gelu_fp16_table_data();
-    const F lo = V::set1(-10.0f), hi = V::set1(10.0f);
-    for (int64_t i = 0; i < n; i += L) {
-      const F x = load(a + i, n - i);
-      F g = V::lookup_h(table, x);
-      g = V::blend(V::ge(x, hi), g, x);
-      g = V::blend(V::le(x, lo), g, V::zero());
-      store(a + i, V::mul(g, load(b + i, n - i)), n - i);
-    }
+    for (int64_t i = 0; i < n; i += L) store(a + i, V::mul(gelu(table, load(a + i, n - i)), load(b + i, n - i)), n - i);
+  }
+
+  static void gelu_row(float* a, int64_t n) {
+    const uint16_t* table = gelu_fp16_table_data();
+    for (int64_t i = 0; i < n; i += L) store(a + i, gelu(table, load(a + i, n - i)), n - i);
   }
 
   // Max and scaling in vectors; exp is libm's expf bit for bit (vexp.h).
@@ -108,8 +147,10 @@ struct Elementwise {
 
   static void fill(ElementwiseKernels& k) {
     k.rms_norm = rms_norm;
+    k.layer_norm = layer_norm;
     k.swiglu = swiglu;
     k.geglu = geglu;
+    k.gelu = gelu_row;
     k.softmax = softmax;
     k.add = add;
     k.scale = scale;
