@@ -103,6 +103,11 @@ GENERATED_ARCHS = [
     # ... and its short ones (256 and 2048 not above 2048).
     ("phi3", ["--longrope", "--rope-orig-ctx", "2048"]),
     ("starcoder2", []),  # LayerNorm with biases, biased matrices, ungated GELU MLP
+    ("olmo2", []),  # no pre-norms, post-norms, QK-norm across all heads
+    # OLMo 3 (olmo2 with a window): layers 0-2 local, 3 global; the local ones without the
+    # linear RoPE scaling.
+    ("olmo2", ["--layers", "4", "--sliding-window", "16", "--swa-pattern", "4", "--rope-scaling", "linear",
+               "--rope-factor", "4"]),
 ]
 # Weight formats of the generated models, with the shape flags each needs: K-quants
 # quantize rows in blocks of 256, so Q4_K models are 256 wide (FFN 512, 4 heads of 64).

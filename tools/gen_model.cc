@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
   app.add_option("--ff", s.ff, "Feed-forward width");
   app.add_option("--vocab", s.vocab, "Vocabulary size (>= 262)");
   app.add_option("--ctx", s.ctx, "Trained context length to record");
-  app.add_option("--sliding-window", s.sliding_window, "Sliding window (gemma3, gemma2)");
+  app.add_option("--sliding-window", s.sliding_window, "Sliding window (gemma3, gemma2; olmo2 with --swa-pattern)");
+  app.add_option("--swa-pattern", s.swa_pattern,
+                 "olmo2: write OLMo 3's sliding-window layers, every N-th layer global (default 0: none, OLMo 2)");
   app.add_flag("--rope-freqs", s.rope_freqs, "Write a rope_freqs.weight tensor (Llama 3.1's RoPE frequency factors)");
   app.add_option("--rope-scaling", s.rope_scaling, "RoPE scaling to record: linear or yarn")->check(CLI::IsMember({"linear", "yarn"}));
   app.add_option("--rope-factor", s.rope_factor, "RoPE scaling factor (with --rope-scaling)");

@@ -19,11 +19,12 @@ extern const ArchSpec kArchSmollm3;
 extern const ArchSpec kArchGemma2;
 extern const ArchSpec kArchPhi3;
 extern const ArchSpec kArchStarcoder2;
+extern const ArchSpec kArchOlmo2;
 
 namespace {
-const std::array<const ArchSpec*, 9> kArchs = {&kArchLlama,   &kArchQwen2,   &kArchGemma3, &kArchQwen3,
-                                                &kArchGranite, &kArchSmollm3, &kArchGemma2, &kArchPhi3,
-                                                &kArchStarcoder2};
+const std::array<const ArchSpec*, 10> kArchs = {&kArchLlama,   &kArchQwen2,   &kArchGemma3, &kArchQwen3,
+                                                 &kArchGranite, &kArchSmollm3, &kArchGemma2, &kArchPhi3,
+                                                 &kArchStarcoder2, &kArchOlmo2};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }

@@ -147,6 +147,9 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
     return error("random model: {} has no LongRoPE factors (architectures with them: phi3)", s.arch);
   if (s.longrope && (s.rope_orig_ctx <= 1 || s.rope_orig_ctx > s.ctx))
     return error("random model: LongRoPE's original context {} must be in 2..{} (the context)", s.rope_orig_ctx, s.ctx);
+  if (s.swa_pattern < 0 || (s.swa_pattern > 0 && s.arch != "olmo2"))
+    return error("random model: a sliding-window pattern applies to olmo2 (OLMo 3's layers) only, and must be positive");
+  if (s.swa_pattern > 0 && s.sliding_window <= 0) return error("random model: the sliding window must be positive");
   if (s.heads % s.kv_heads != 0) return error("random model: heads must be a multiple of kv_heads");
   const int64_t bs = dtype_info(s.type).block_size;
   const int q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;

@@ -28,6 +28,9 @@ struct RandomModelSpec {
   int32_t vocab = 512;
   int32_t ctx = 2048;
   int32_t sliding_window = 16; // architectures with sliding-window layers
+  // olmo2 only: > 0 writes OLMo 3's sliding window (sliding_window) with every
+  // swa_pattern-th layer global; 0: OLMo 2, every layer global.
+  int32_t swa_pattern = 0;
   bool rope_freqs = false;     // write a rope_freqs.weight tensor (Llama 3.1's RoPE factors)
   std::string rope_scaling;    // "", "linear" or "yarn": rope.scaling.type with the factor below
   float rope_factor = 4.0f;

@@ -95,6 +95,10 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
   const ArchSpec* spec = find_arch(arch);
   if (spec == nullptr) return error("AWQ: architecture '{}' is not supported ({})", arch, arch_names());
   const std::vector<AwqGroupSpec> groups = awq_groups(*spec, n_head, n_head_kv);
+  if (spec->tensors.no_pre_norms)
+    report_.push_back(fmt::format("AWQ: {} has no norm before q,k,v and gate,up (they read the residual stream), so no "
+                                  "scale can fold there: those matrices are {}",
+                                  arch, method_ == QuantMethod::kAwqGptq ? "left to GPTQ" : "rounded to nearest"));
 
   auto current = [&](const std::string& name) -> std::vector<float>* {
     auto it = replaced_.find(name);

@@ -7,6 +7,7 @@ unquantized function unchanged, and bad options fail cleanly."""
 from __future__ import annotations
 
 import json
+import re
 import pathlib
 import subprocess
 
@@ -137,16 +138,31 @@ def greedy_logits(pagoda_bin, model, workdir):
     return np.fromfile(logits_out, dtype=np.float32)
 
 
-@pytest.mark.parametrize("arch", ["starcoder2"])
-def test_awq_folds_into_biases_and_other_layer_shapes(pagoda_bin, write_gen_model, tmp_path, arch):
-    """AWQ at F16 on architectures whose folds differ from Llama's: StarCoder2's LayerNorms
-    (scales divide the weight and the bias) and biased V (a KV head per query head, so the
-    output group folds into V's rows and bias), no down group behind its ungated GELU. The
-    folded model computes the source's logits up to F16 rounding, as round to nearest does."""
+# What AWQ can fold where an architecture differs from Llama: the groups it searches, the
+# ones it cannot have, and tensors its folds must move (F16, so any moved value shows).
+AWQ_SHAPES = {
+    # LayerNorms (scales divide weight and bias) and biased V (a KV head per query head,
+    # so the output group folds into V's rows and bias); no down group behind GELU(up).
+    "starcoder2": dict(searched=["q,k,v", "up", "o"], absent=["down"],
+                       moved=["attn_norm.bias", "ffn_norm.bias", "attn_v.bias", "attn_norm.weight"]),
+    # No pre-norms: nothing before q,k,v and gate,up to fold into (said in the log); down
+    # folds into up's rows and o into V's.
+    "olmo2": dict(searched=["down", "o"], absent=["q,k,v", "gate,up"], moved=["ffn_up.weight"]),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(AWQ_SHAPES))
+def test_awq_folds_where_the_architecture_allows(pagoda_bin, write_gen_model, tmp_path, arch):
+    """AWQ at F16 on architectures whose folds differ from Llama's: the folded model
+    computes the source's logits up to F16 rounding, as round to nearest does."""
+    shape = AWQ_SHAPES[arch]
     src = write_gen_model(tmp_path / f"{arch}.gguf", arch=arch, dim=256, ff=512, kv_heads=4, seed=11)
     log = quantize(pagoda_bin, src, tmp_path / "awq.gguf", "F16", "awq", CALIB)
-    assert "AWQ:" in log and " o " in log, log
-    assert " down " not in log, log
+    groups = set(re.findall(r"layer\s+\d+ (\S+)\s*:", log))
+    assert groups == set(shape["searched"]), log
+    assert not groups & set(shape["absent"]), log
+    if arch == "olmo2":
+        assert "olmo2 has no norm before q,k,v and gate,up" in log, log
     quantize(pagoda_bin, src, tmp_path / "rtn.gguf", "F16", "rtn", CALIB)
     want = greedy_logits(pagoda_bin, src, tmp_path)
     err_awq = np.abs(greedy_logits(pagoda_bin, tmp_path / "awq.gguf", tmp_path) - want).max() / want.std()
@@ -155,8 +171,11 @@ def test_awq_folds_into_biases_and_other_layer_shapes(pagoda_bin, write_gen_mode
     assert err_awq < max(3 * err_rtn, 1e-3), (err_awq, err_rtn)
     folded = {t.name: np.array(t.data) for t in GGUFReader(str(tmp_path / "awq.gguf")).tensors}
     plain = {t.name: np.array(t.data) for t in GGUFReader(str(tmp_path / "rtn.gguf")).tensors}
-    moved = [n for n in folded if n.endswith(".bias") and not np.allclose(folded[n], plain[n])]
-    assert any(n.endswith("attn_norm.bias") for n in moved) and any(n.endswith("attn_v.bias") for n in moved), moved
+    for suffix in shape["moved"]:
+        assert any(n.endswith(suffix) and not np.allclose(folded[n], plain[n]) for n in folded), suffix
+    # GPTQ needs no fold: it runs on every architecture, and the file runs.
+    quantize(pagoda_bin, src, tmp_path / "gptq.gguf", "Q4_K", "gptq", CALIB)
+    assert np.isfinite(greedy_logits(pagoda_bin, tmp_path / "gptq.gguf", tmp_path)).all()
 
 
 def test_w8a8_with_awq_runs_end_to_end(pagoda_bin, f32_model, texts, tmp_path, kl_cache):

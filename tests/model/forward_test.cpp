@@ -104,7 +104,8 @@ TEST_P(ForwardTest, RejectsTokensOutsideVocabularyAndContextOverflow) {
   EXPECT_NE(st.message().find("do not fit"), std::string::npos) << st.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3", "gemma2", "phi3", "starcoder2"));
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "gemma3", "gemma2", "phi3", "starcoder2",
+                                                             "olmo2"));
 
 TEST(ModelLoad, MissingTensorIsAClearError) {
   // A gemma3 file read as if it were llama is fine, but a file missing a required tensor
@@ -246,6 +247,74 @@ TEST(ModelLoad, Starcoder2ConfigAndItsRequiredEpsilon) {
   EXPECT_NE(msg.find(broken), std::string::npos) << msg;
   EXPECT_NE(msg.find("missing metadata key " + key), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+// OLMo 2: no pre-norms, post-norms, QK-norm over whole rows (q_dim and kv_dim values), its
+// own output matrix; olmo2.attention.layer_norm_rms_epsilon is required, and a file with
+// OLMo 3's sliding window is refused (both in one line naming file and key).
+TEST(ModelLoad, Olmo2ConfigAndItsRefusals) {
+  const std::string path = tiny_model("olmo2", DType::F32);
+  {
+    auto file = GgufFile::open(path);
+    ASSERT_TRUE(file.is_ok());
+    ThreadPool pool(1);
+    auto model = Model::load(*file, pool);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    const ModelConfig& c = (*model)->config();
+    const ModelWeights& w = (*model)->weights();
+    EXPECT_EQ(c.norm, NormKind::kRms);
+    EXPECT_EQ(c.norm_eps, 1e-6f);
+    EXPECT_EQ(c.act, FfnActivation::kSilu);
+    EXPECT_EQ(c.rope.layout, RopeLayout::kNeox);
+    EXPECT_EQ(file->find_tensor("blk.0.attn_q_norm.weight")->num_elements(), c.q_dim());
+    EXPECT_EQ(file->find_tensor("blk.0.attn_k_norm.weight")->num_elements(), c.kv_dim());
+    for (const LayerWeights& L : w.layers) {
+      EXPECT_EQ(L.attn_norm, nullptr);
+      EXPECT_EQ(L.ffn_norm, nullptr);
+      EXPECT_NE(L.q_norm, nullptr);
+      EXPECT_NE(L.post_attn_norm, nullptr);
+      EXPECT_NE(L.post_ffw_norm, nullptr);
+      EXPECT_FALSE(L.gate.empty());
+    }
+    EXPECT_NE(w.output.data, w.tok_embd.data);
+  }
+  const std::string bytes = read_bytes(path);
+  const std::string key = "olmo2.attention.layer_norm_rms_epsilon";
+  std::string missing = bytes;
+  const size_t at = missing.find(key);
+  ASSERT_NE(at, std::string::npos);
+  missing[at + 2] = 'X';
+  std::string broken = write_copy(path, missing, ".missing.gguf");
+  std::string msg = load_error(broken);
+  EXPECT_NE(msg.find(broken), std::string::npos) << msg;
+  EXPECT_NE(msg.find("missing metadata key " + key), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  // OLMo 3 (olmo2 with a sliding window): every 4th layer global, as the converter's
+  // per-layer flags say; the local layers' RoPE without scaling.
+  RandomModelSpec s;
+  s.arch = "olmo2";
+  s.layers = 8;
+  s.sliding_window = 5;
+  s.swa_pattern = 4;
+  s.rope_scaling = "linear";
+  const auto swa_path = (std::filesystem::temp_directory_path() / "pagoda_forward_olmo2_swa.gguf").string();
+  ASSERT_TRUE(write_random_model(s, swa_path).is_ok());
+  auto file = GgufFile::open(swa_path);
+  ASSERT_TRUE(file.is_ok());
+  ThreadPool pool(1);
+  auto model = Model::load(*file, pool);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.sliding_window, 5);
+  for (int32_t l = 0; l < 8; ++l) EXPECT_EQ(c.layer_is_local[l], (l + 1) % 4 != 0) << l;
+  EXPECT_EQ(c.rope.freq_scale, 0.25f);
+  EXPECT_EQ(c.rope_local.freq_scale, 1.0f);
+  EXPECT_EQ(c.rope_local.freq_base, c.rope.freq_base);
+  KvCache kv = (*model)->make_cache(16);
+  std::vector<float> logits(c.n_vocab);
+  const std::vector<int32_t> prompt = {1, 300, 301, 45, 77, 99, 12, 400, 260, 261};
+  ASSERT_TRUE((*model)->forward(prompt, 0, kv, logits.data()).is_ok());
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
 }
 
 // Phi-3's fused matrices bind as row ranges of one tensor, and LongRoPE's factors follow

@@ -4,7 +4,7 @@ It shares nothing with the C++ code: the GGUF file is read with the `gguf` packa
 GGUFReader and every tensor is dequantized with `gguf.quants.dequantize`, except Pagoda's
 own W8A8 matrices (an I8 tensor times the F32 row scales of "<name>.scale"). The
 architectures follow llama.cpp's definitions (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp,
-gemma2.cpp, phi3.cpp, starcoder2.cpp and the hparams in src/llama-model.cpp):
+gemma2.cpp, phi3.cpp, starcoder2.cpp, olmo2.cpp and the hparams in src/llama-model.cpp):
 
   llama   RMSNorm; RoPE of llama.cpp's "norm" mode, rotating ADJACENT pairs
           (x[2i], x[2i+1]) by pos * base^(-2i/n_rot); SwiGLU FFN silu(gate) * up;
@@ -36,6 +36,14 @@ gemma2.cpp, phi3.cpp, starcoder2.cpp and the hparams in src/llama-model.cpp):
           output_norm (eps = starcoder2.attention.layer_norm_epsilon); biases on q, k, v,
           attn_output, ffn_up and ffn_down; ungated MLP ffn_down(gelu(ffn_up(x))); NEOX RoPE;
           output tied unless output.weight exists.
+  olmo2   llama without attn_norm and ffn_norm (attention and FFN read the residual itself),
+          post_attention_norm on the attention output and post_ffw_norm on the FFN output
+          before each residual add; RMSNorm of q and of k over their whole rows (all heads
+          together: attn_q_norm of n_head * head_dim values, attn_k_norm of
+          n_head_kv * head_dim) before NEOX RoPE; its own output.weight. With
+          olmo2.attention.sliding_window (OLMo 3) layer il is a sliding-window layer when
+          sliding_window_pattern[il] (a number n: il % n < n - 1; absent: n = 4), rotated
+          with the same base and no scaling (freq_scale 1, no YaRN, attn_factor 1).
 
 Usage:
     model = ReferenceModel("model.gguf")      # n_ctx=...: the context LongRoPE chooses by
@@ -87,6 +95,8 @@ class HParams:
     # 0 = not applied).
     attn_softcap: float = 0.0
     final_softcap: float = 0.0
+    # olmo2's (OLMo 3's) sliding-window layers, one flag per layer; None = none.
+    swa_layers: tuple | None = None
 
 
 def _field(reader: GGUFReader, key: str, default=None):
@@ -96,7 +106,8 @@ def _field(reader: GGUFReader, key: str, default=None):
 
 def read_hparams(reader: GGUFReader) -> HParams:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3", "starcoder2"):
+    if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3", "starcoder2",
+                    "olmo2"):
         raise ValueError(f"reference: architecture {arch!r} not supported")
     g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
@@ -118,10 +129,19 @@ def read_hparams(reader: GGUFReader) -> HParams:
             return n_rot * math.log(orig / (n_rots * 2 * math.pi)) / (2 * math.log(rope_base))
         lo, hi = max(0.0, math.floor(corr_dim(32.0))), min(n_rot - 1.0, math.ceil(corr_dim(1.0)))
         yarn = (lo, hi, float(g("rope.scaling.attn_factor", 1.0)) * (1.0 + 0.1 * math.log(factor)))
+    n_layer = int(g("block_count"))
+    swa_layers = None
+    if arch == "olmo2" and int(g("attention.sliding_window", 0)) > 0:
+        pattern = g("attention.sliding_window_pattern", 4)
+        if isinstance(pattern, (list, tuple)):
+            swa_layers = tuple(bool(v) for v in pattern)
+        else:
+            swa_layers = tuple(int(pattern) == 0 or il % int(pattern) < int(pattern) - 1 for il in range(n_layer))
     return HParams(
         arch=arch,
+        swa_layers=swa_layers,
         n_embd=n_embd,
-        n_layer=int(g("block_count")),
+        n_layer=n_layer,
         n_ff=int(g("feed_forward_length")),
         n_head=n_head,
         n_head_kv=int(g("attention.head_count_kv", n_head)),
@@ -288,6 +308,8 @@ class ReferenceModel:
     def is_swa_layer(self, il: int) -> bool:
         if self.hp.arch == "gemma2":
             return il % 2 == 0
+        if self.hp.arch == "olmo2":
+            return self.hp.swa_layers is not None and self.hp.swa_layers[il]
         return self.hp.arch == "gemma3" and self.hp.sliding_window > 0 and il % 6 < 5
 
     def attention_block(self, x: np.ndarray, il: int, pos: np.ndarray) -> np.ndarray:
@@ -299,15 +321,21 @@ class ReferenceModel:
         if hp.arch in ("gemma3", "qwen3"):
             q = rms_norm(q, self.w[p + "attn_q_norm.weight"], hp.eps)
             k = rms_norm(k, self.w[p + "attn_k_norm.weight"], hp.eps)
+        if hp.arch == "olmo2":  # one norm over all heads together
+            q = rms_norm(q.reshape(T, -1), self.w[p + "attn_q_norm.weight"], hp.eps).reshape(q.shape)
+            k = rms_norm(k.reshape(T, -1), self.w[p + "attn_k_norm.weight"], hp.eps).reshape(k.shape)
         swa = self.is_swa_layer(il)
         # gemma3's local layers have their own base; gemma2's use the global RoPE.
         base, scale = (10000.0, 1.0) if swa and hp.arch == "gemma3" else (hp.rope_base, hp.rope_scale)
-        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2", "phi3", "starcoder2")
+        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2", "phi3", "starcoder2", "olmo2")
         if not (hp.arch == "smollm3" and (il + 1) % 4 == 0):  # SmolLM3: every 4th layer is NoPE
             factors = None if swa else self.rope_factors
             yarn = None if swa else hp.yarn
-            q = rope(q, pos, hp.n_rot, base, scale, neox, factors, yarn, hp.rope_attn_factor)
-            k = rope(k, pos, hp.n_rot, base, scale, neox, factors, yarn, hp.rope_attn_factor)
+            attn_factor = hp.rope_attn_factor
+            if swa and hp.arch == "olmo2":  # OLMo 3's local layers: no scaling at all
+                scale, attn_factor = 1.0, 1.0
+            q = rope(q, pos, hp.n_rot, base, scale, neox, factors, yarn, attn_factor)
+            k = rope(k, pos, hp.n_rot, base, scale, neox, factors, yarn, attn_factor)
         if self.f16_attention:
             q, k, v = (t.astype(np.float16).astype(np.float64) for t in (q, k, v))
         kq_scale = hp.attention_scale or 1.0 / math.sqrt(hp.head_dim)
@@ -328,7 +356,10 @@ class ReferenceModel:
         return self.linear(act * up, p + "ffn_down")
 
     def norm(self, x: np.ndarray, name: str) -> np.ndarray:
-        """A pre-norm or the output norm: LayerNorm with its bias (starcoder2), else RMSNorm."""
+        """A pre-norm or the output norm: LayerNorm with its bias (starcoder2), else RMSNorm;
+        olmo2 has no pre-norms (x itself)."""
+        if self.hp.arch == "olmo2" and name != "output_norm":
+            return x
         w = self.w[name + ".weight"]
         if self.hp.arch == "starcoder2":
             return layer_norm(x, w, self.w[name + ".bias"], self.hp.eps)
@@ -337,13 +368,13 @@ class ReferenceModel:
     def layer(self, x: np.ndarray, il: int, pos: np.ndarray) -> np.ndarray:
         hp, w, p = self.hp, self.w, f"blk.{il}."
         a = self.attention_block(self.norm(x, p + "attn_norm"), il, pos)
-        if hp.arch in ("gemma3", "gemma2"):
+        if hp.arch in ("gemma3", "gemma2", "olmo2"):
             a = rms_norm(a, w[p + "post_attention_norm.weight"], hp.eps)
         if hp.residual_scale:
             a = a * hp.residual_scale
         x = x + a
         f = self.ffn_block(self.norm(x, p + "ffn_norm"), il)
-        if hp.arch in ("gemma3", "gemma2"):
+        if hp.arch in ("gemma3", "gemma2", "olmo2"):
             f = rms_norm(f, w[p + "post_ffw_norm.weight"], hp.eps)
         if hp.residual_scale:
             f = f * hp.residual_scale

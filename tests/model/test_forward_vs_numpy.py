@@ -115,13 +115,13 @@ SLIDING_WINDOW = 8  # < 20 + 16, so gemma3's and gemma2's local layers really dr
 # Row widths: the 32-value formats fit dim 64 / ff 128; K-quants need multiples of 256.
 NARROW = dict(dim=64, ff=128)
 WIDE = dict(dim=256, ff=512)
-ARCHS = ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3", "starcoder2")
+ARCHS = ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3", "starcoder2", "olmo2")
 CASES = [(arch, fmt, NARROW) for arch in ARCHS for fmt in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
-CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3", "gemma2", "phi3", "starcoder2")
+CASES += [(arch, fmt, WIDE) for arch in ("llama", "qwen2", "gemma3", "gemma2", "phi3", "starcoder2", "olmo2")
           for fmt in ("Q4_K", "Q6_K")]
 # W8A8 (Pagoda's int8 x int8 format): rows of 96 and 160, odd multiples of 32 (phi3: row
 # ranges of fused matrices, with their row scales).
-CASES += [(arch, "W8A8", dict(dim=96, ff=160)) for arch in ("llama", "qwen2", "gemma3", "phi3", "starcoder2")]
+CASES += [(arch, "W8A8", dict(dim=96, ff=160)) for arch in ("llama", "qwen2", "gemma3", "phi3", "starcoder2", "olmo2")]
 # phi3 with partial rotary (12 of 16 dims) and LongRoPE: the long factors (original
 # context 16 < the 2048 Pagoda runs with) and the short ones (original context 2048).
 CASES += [("phi3", fmt, dict(NARROW, rope_dims=12, longrope=orig)) for fmt in ("F32", "Q8_0") for orig in (16, 2048)]
@@ -129,14 +129,18 @@ CASES += [("phi3", fmt, dict(NARROW, rope_dims=12, longrope=orig)) for fmt in ("
 CASES += [("gemma3", "F32", dict(NARROW, head_dim=32)), ("gemma3", "Q8_0", dict(NARROW, head_dim=32))]
 # llama with Llama 3.1's rope_freqs tensor (RoPE frequencies divided by per-pair factors).
 CASES += [("llama", fmt, dict(NARROW, rope_freqs=True)) for fmt in ("F32", "Q8_0")]
+# olmo2 with OLMo 3's sliding window (layers 0-2 local, 3 global) and linear RoPE scaling,
+# which its local layers do not apply.
+CASES += [("olmo2", fmt, dict(NARROW, swa_pattern=4, rope_scaling="linear")) for fmt in ("F32", "Q8_0")]
 # RoPE scaling: linear, and YaRN over an original context shorter than the prompt.
 CASES += [(arch, "F32", dict(NARROW, rope_scaling=kind)) for arch in ("llama", "qwen2") for kind in ("linear", "yarn")]
 
 
 def n_layers(arch: str) -> int:
     # gemma3: layers 0-4 sliding-window, layer 5 global; smollm3: layer 3 has no RoPE;
-    # gemma2: layers 0 and 2 sliding-window, 1 and 3 global.
-    return {"gemma3": 6, "smollm3": 4, "gemma2": 4}.get(arch, 2)
+    # gemma2: layers 0 and 2 sliding-window, 1 and 3 global; olmo2 with OLMo 3's window:
+    # layers 0-2 sliding-window, 3 global.
+    return {"gemma3": 6, "smollm3": 4, "gemma2": 4, "olmo2": 4}.get(arch, 2)
 
 
 def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: dict, seed: int = 7):
@@ -154,6 +158,8 @@ def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: di
         cmd += ["--rope-dims", str(shape["rope_dims"])]
     if shape.get("longrope"):
         cmd += ["--longrope", "--rope-orig-ctx", str(shape["longrope"])]
+    if shape.get("swa_pattern"):
+        cmd += ["--swa-pattern", str(shape["swa_pattern"])]
     r = subprocess.run(cmd, capture_output=True, timeout=120)
     assert r.returncode == 0, f"{' '.join(cmd)} failed: {r.stderr.decode(errors='replace')}"
     return out
@@ -206,13 +212,16 @@ def compare(ref: ReferenceModel, fmt: str, prompt, gen, flat_logits, label: str)
                               + ("-rope-freqs" if s.get("rope_freqs") else "")
                               + (f"-rope-{s['rope_scaling']}" if s.get("rope_scaling") else "")
                               + (f"-rd{s['rope_dims']}" if s.get("rope_dims") else "")
-                              + (f"-longrope-orig{s['longrope']}" if s.get("longrope") else "") for a, f, s in CASES])
+                              + (f"-longrope-orig{s['longrope']}" if s.get("longrope") else "")
+                              + (f"-swa{s['swa_pattern']}" if s.get("swa_pattern") else "") for a, f, s in CASES])
 def test_generated_model_matches_reference(pagoda_bin, tmp_path, arch, fmt, shape):
     model = generate_model(pagoda_bin, tmp_path / f"{arch}-{fmt}.gguf", arch, fmt, shape)
     ref = ReferenceModel(model, f16_attention=True)
     assert ref.hp.arch == arch and ref.hp.n_layer == n_layers(arch) and ref.hp.n_head_kv == 2
-    if arch in ("gemma3", "gemma2"):
+    if arch in ("gemma3", "gemma2") or shape.get("swa_pattern"):
         assert ref.hp.sliding_window == SLIDING_WINDOW < len(PROMPT) + N_GEN
+    if arch == "olmo2":
+        assert ref.hp.swa_layers == ((True, True, True, False) if shape.get("swa_pattern") else None)
     if arch == "gemma2":
         assert ref.hp.attn_softcap > 0 and ref.hp.final_softcap > 0
     assert ("rope_freqs.weight" in ref.w) == bool(shape.get("rope_freqs"))
