@@ -82,38 +82,9 @@ def decode_many(tool, gguf_path, id_lists, *flags):
     return out[:-1]
 
 
-def spm_to_gguf(sp, path):
-    """GGUF metadata for a loaded sentencepiece model (Llama 2 style: add_bos, no eos)."""
-    tokens, scores, types = [], [], []
-    for i in range(sp.vocab_size()):
-        tokens.append(sp.id_to_piece(i))
-        scores.append(sp.get_score(i))
-        if sp.is_unknown(i):
-            types.append(UNKNOWN)
-        elif sp.is_control(i):
-            types.append(CONTROL)
-        elif sp.is_unused(i):
-            types.append(UNUSED)
-        elif sp.is_byte(i):
-            types.append(BYTE)
-        else:
-            types.append(NORMAL)
-    return write_vocab_gguf(path, "llama", tokens, types, scores=scores, bos=sp.bos_id(),
-                            eos=sp.eos_id(), unk=sp.unk_id(), add_bos=True, add_eos=False)
-
-
-def ugm_to_gguf(model_proto, path, *, user_defined=()):
-    """GGUF metadata for a SentencePiece Unigram model (serialized ModelProto bytes), as
-    llama.cpp's converter writes a T5 vocabulary (conversion/t5.py): tokenizer model "t5",
-    pieces, scores and types (sentencepiece's user-defined pieces come out NORMAL, as the
-    converter writes them), add_space_prefix and remove_extra_whitespaces from the
-    normalizer spec and its precompiled_charsmap. Pieces in `user_defined` are typed
-    USER_DEFINED, as the converter types the entries of added_tokens.json."""
-    pb = import_oracle("sentencepiece.sentencepiece_model_pb2")
-    spm = import_oracle("sentencepiece")
-    proto = pb.ModelProto()
-    proto.ParseFromString(model_proto)
-    sp = spm.SentencePieceProcessor(model_proto=model_proto)
+def sp_pieces(sp, user_defined=()):
+    """Pieces, scores and GGUF token types of a loaded sentencepiece model; pieces in
+    `user_defined` are typed USER_DEFINED."""
     tokens, scores, types = [], [], []
     for i in range(sp.vocab_size()):
         piece = sp.id_to_piece(i)
@@ -131,6 +102,29 @@ def ugm_to_gguf(model_proto, path, *, user_defined=()):
             types.append(BYTE)
         else:
             types.append(NORMAL)
+    return tokens, scores, types
+
+
+def spm_to_gguf(sp, path):
+    """GGUF metadata for a loaded sentencepiece model (Llama 2 style: add_bos, no eos)."""
+    tokens, scores, types = sp_pieces(sp)
+    return write_vocab_gguf(path, "llama", tokens, types, scores=scores, bos=sp.bos_id(),
+                            eos=sp.eos_id(), unk=sp.unk_id(), add_bos=True, add_eos=False)
+
+
+def ugm_to_gguf(model_proto, path, *, user_defined=()):
+    """GGUF metadata for a SentencePiece Unigram model (serialized ModelProto bytes), as
+    llama.cpp's converter writes a T5 vocabulary (conversion/t5.py): tokenizer model "t5",
+    pieces, scores and types (sentencepiece's user-defined pieces come out NORMAL, as the
+    converter writes them), add_space_prefix and remove_extra_whitespaces from the
+    normalizer spec and its precompiled_charsmap. Pieces in `user_defined` are typed
+    USER_DEFINED, as the converter types the entries of added_tokens.json."""
+    pb = import_oracle("sentencepiece.sentencepiece_model_pb2")
+    spm = import_oracle("sentencepiece")
+    proto = pb.ModelProto()
+    proto.ParseFromString(model_proto)
+    sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    tokens, scores, types = sp_pieces(sp, user_defined)
     w = gguf.GGUFWriter(str(path), arch="t5")
     w.add_tokenizer_model("t5")
     w.add_tokenizer_pre("default")
