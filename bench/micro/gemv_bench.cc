@@ -68,6 +68,13 @@ const bool registered = [] {
               ((use_rows ? "gemv_rows/" : "gemv_dot/") + std::string(dtype_name(t)) + "/" + tn + "/262144x640").c_str(),
               bm_gemv, t, target, 262144, 640, use_rows)
               ->Unit(benchmark::kMillisecond);
+      // Qwen2.5-Coder 1.5B's output matrix (Q6_K in its Q4_K_M file, 191 MB).
+      if (t == DType::Q6_K)
+        for (bool use_rows : {false, true})
+          benchmark::RegisterBenchmark(
+              ((use_rows ? "gemv_rows/" : "gemv_dot/") + std::string(dtype_name(t)) + "/" + tn + "/151936x1536").c_str(),
+              bm_gemv, t, target, 151936, 1536, use_rows)
+              ->Unit(benchmark::kMillisecond);
     }
   }
   return true;

@@ -59,14 +59,14 @@ void bm_packed(benchmark::State& state, DType t, int64_t rows, int64_t cols, int
 }
 
 const bool registered = [] {
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     if (packed_kernels_avx512(t) == nullptr) continue;
     const std::string name(dtype_name(t));
     struct Shape {
       int64_t rows, cols;
     };
     const int64_t block = dtype_info(t).block_size;
-    for (Shape s : {Shape{2048, 2048}, Shape{5632, 2048}, Shape{32768, 2048}, Shape{262144, 640}})
+    for (Shape s : {Shape{2048, 2048}, Shape{5632, 2048}, Shape{32768, 2048}, Shape{262144, 640}, Shape{151936, 1536}})
       if (s.cols % block == 0)
         benchmark::RegisterBenchmark(
           ("packed_gemv/" + name + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str(), bm_packed, t,

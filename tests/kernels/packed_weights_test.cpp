@@ -162,18 +162,66 @@ TEST_P(PackedTest, FusedDecodeGroupEqualsSeparateCallsBitForBit) {
   EXPECT_EQ(std::memcmp(yv.data(), sv.data(), sizeof(float) * 16), 0);
 }
 
+// Qwen2's Q/K in Q5_0 beside V in Q8_0, Q4_K_M's Q/K in Q4_K beside V in Q6_K: one
+// activation conversion and one region, each matrix through its own kernels, packed or not.
+TEST(PackedMixedGroup, FusedDecodeGroupOfFormatsSharingAnActivationTypeEqualsSeparateCalls) {
+  ThreadPool pool(2);
+  std::mt19937 rng(7);
+  for (const auto& [qk, v] : {std::pair{DType::Q5_0, DType::Q8_0}, std::pair{DType::Q4_K, DType::Q6_K}}) {
+    for (bool use_packed : {false, true}) {
+      if (use_packed && (packed_kernels_avx512(qk) == nullptr || packed_kernels_avx512(v) == nullptr)) continue;
+      const int64_t cols = 2 * kQK_K;
+      Matrix mq = make_matrix(qk, 64, cols, rng), mk = make_matrix(qk, 16, cols, rng), mv = make_matrix(v, 32, cols, rng);
+      auto view = [&](Matrix& m, DType t) {
+        WeightView w{t, m.rows, m.cols, m.stride, m.w.data(), nullptr, nullptr};
+        if (use_packed) w.packed = m.packed.data();
+        return w;
+      };
+      const WeightView wq = view(mq, qk), wk = view(mk, qk), wv = view(mv, v);
+      const std::vector<float> x = random_row(rng, cols);
+      std::vector<float> yq(64), yk(16), yv(32), sq(64), sk(16), sv(32);
+      const WeightView* ws[] = {&wq, &wk, &wv};
+      float* ys[] = {yq.data(), yk.data(), yv.data()};
+      matmul_shared_input(ws, x.data(), 1, ys, pool);
+      matmul(wq, x.data(), 1, sq.data(), pool);
+      matmul(wk, x.data(), 1, sk.data(), pool);
+      matmul(wv, x.data(), 1, sv.data(), pool);
+      const std::string what =
+          std::string(dtype_name(qk)) + "+" + std::string(dtype_name(v)) + (use_packed ? " packed" : " row-major");
+      EXPECT_EQ(std::memcmp(yq.data(), sq.data(), sizeof(float) * 64), 0) << what;
+      EXPECT_EQ(std::memcmp(yk.data(), sk.data(), sizeof(float) * 16), 0) << what;
+      EXPECT_EQ(std::memcmp(yv.data(), sv.data(), sizeof(float) * 32), 0) << what;
+      // And the results are the matrices' own, not a neighbour's: the scalar dot on the
+      // same activations quantized by the reference (1e-3 of the magnitude covers a quant
+      // that the SIMD conversion rounds the other way).
+      const DType xt = vec_dot_type(v);
+      std::vector<uint8_t> xq(row_bytes(xt, cols));
+      quantize_activation_row(xt, x.data(), xq.data(), cols);
+      for (int64_t r = 0; r < 32; ++r) {
+        const uint8_t* wr = mv.w.data() + r * mv.stride;
+        EXPECT_NEAR(yv[r], vec_dot(v, cols, wr, xq.data()), 1e-3 * magnitude(v, wr, xq.data(), cols) + 1e-6)
+            << what << " V row " << r;
+      }
+    }
+  }
+}
+
 TEST(PackedLayout, PanelsTakeTheBytesOfTheirRows) {
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q6_K}) {
+    const int64_t cols = t == DType::Q6_K ? 512 : 640;
     EXPECT_TRUE(has_packed_layout(t));
-    EXPECT_EQ(packed_bytes(t, 64, 640), row_bytes(t, 640) * 64) << dtype_name(t);
-    EXPECT_EQ(packed_bytes(t, 65, 640), row_bytes(t, 640) * 80) << dtype_name(t);
+    EXPECT_EQ(packed_bytes(t, 64, cols), row_bytes(t, cols) * 64) << dtype_name(t);
+    EXPECT_EQ(packed_bytes(t, 65, cols), row_bytes(t, cols) * 80) << dtype_name(t);
   }
   // Q4_K's scales and mins are unpacked to bytes: 2368 bytes per 16 rows of 256 values.
   EXPECT_EQ(packed_bytes(DType::Q4_K, 32, 512), size_t{2368} * 2 * 2);
-  EXPECT_FALSE(has_packed_layout(DType::Q6_K));
+  // Q6_K keeps its blocks' d in pairs: an odd block count takes one line more than the rows.
+  EXPECT_EQ(packed_bytes(DType::Q6_K, 16, 768), row_bytes(DType::Q6_K, 768) * 16 + 32);
+  EXPECT_FALSE(has_packed_layout(DType::Q5_K));
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K),
+INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K,
+                                                                     DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

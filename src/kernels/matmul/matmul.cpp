@@ -78,16 +78,14 @@ void matmul_w8a8(const WeightView& w, const float* x, int64_t n_tokens, float* y
   });
 }
 
-// Output rows [r0, r1) of a one-token matmul into y[0 ..). Several rows per call share
-// the activation work, which pays while a row is short; rows of 4096 values and more
-// (7B-shaped layers) measured faster one at a time (10.6 vs 11.2 tok/s on a 7B Q4_0).
+// Output rows [r0, r1) of a one-token matmul into y[0 ..), one row at a time. The
+// kernels' dot_rows (four rows sharing the activation loads) wins only while the matrix
+// is in cache; a decode streams every matrix from DRAM, where four interleaved row
+// streams defeat the hardware prefetcher: one row at a time decoded 1.2x (Q4_0) and
+// 1.75x (Q4_K) faster on a 1B-shaped model unpacked (PAGODA_REPACK=0), and read 2-3.5x
+// the bytes per second in bench/micro (gemv_dot vs gemv_rows, 32768 x 2048, Zen 5).
 void gemv_rows(const DotKernels& k, const WeightView& w, int64_t r0, int64_t r1, const uint8_t* xb, float* y) {
-  constexpr int64_t kMultiRowMaxCols = 4096;
-  if (w.cols >= kMultiRowMaxCols) {
-    for (int64_t r = r0; r < r1; ++r) y[r - r0] = k.dot(w.cols, w.row(r), xb);
-    return;
-  }
-  k.dot_rows(w.cols, w.row(r0), w.row_stride, r1 - r0, xb, y);
+  for (int64_t r = r0; r < r1; ++r) y[r - r0] = k.dot(w.cols, w.row(r), xb);
 }
 
 // The activations of a call converted to the vec-dot type of weights of type t, in
@@ -167,34 +165,41 @@ void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, 
   assert(ws.size() == ys.size());
   constexpr size_t kMaxGroup = 4;
   bool fused = n_tokens == 1 && !ws.empty() && ws.size() <= kMaxGroup;
-  // Packed matrices fuse when all are packed and every matrix starts on a panel.
+  // Matrices fuse when their activations convert alike (one vec-dot type: Qwen2's Q5_0
+  // Q/K beside a Q8_0 V, a Q6_K V beside Q4_K Q/K), all are packed or none, and every
+  // packed matrix starts on a panel. Each keeps its own kernels.
   const bool packed = !ws.empty() && ws[0]->packed != nullptr;
   for (const WeightView* w : ws)
-    fused = fused && w->type == ws[0]->type && w->cols == ws[0]->cols && w->type != DType::I8 &&
-            (w->packed != nullptr) == packed && (!packed || w->rows % kPanelRows == 0);
+    fused = fused && vec_dot_type(w->type) == vec_dot_type(ws[0]->type) && w->cols == ws[0]->cols &&
+            w->type != DType::I8 && (w->packed != nullptr) == packed && (!packed || w->rows % kPanelRows == 0);
   if (!fused) {
     for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, n_tokens, ys[i], pool);
     return;
   }
   const WeightView& w0 = *ws[0];
-  const DotKernels& k = dot_kernels(w0.type);
-  const uint8_t* xb = convert_activations(k, w0.type, w0.cols, x, 1, pool);
-  const PackedKernels* pk = packed ? packed_kernels_avx512(w0.type) : nullptr;
-  const size_t panel = packed ? packed_panel_bytes(w0.type, w0.cols) : 0;
+  const uint8_t* xb = convert_activations(dot_kernels(w0.type), w0.type, w0.cols, x, 1, pool);
+  const DotKernels* ks[kMaxGroup];
+  const PackedKernels* pks[kMaxGroup];
+  size_t panels[kMaxGroup];
   static_assert(kRowGrain % kPanelRows == 0);
   int64_t first[kMaxGroup + 1] = {0};
-  for (size_t i = 0; i < ws.size(); ++i) first[i + 1] = first[i] + ws[i]->rows;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    first[i + 1] = first[i] + ws[i]->rows;
+    ks[i] = &dot_kernels(ws[i]->type);
+    pks[i] = packed ? packed_kernels_avx512(ws[i]->type) : nullptr;
+    panels[i] = packed ? packed_panel_bytes(ws[i]->type, ws[i]->cols) : 0;
+  }
   pool.parallel_for(first[ws.size()], kRowGrain, [&](int64_t r0, int64_t r1, int) {
-    // The range may span matrices: one dot_rows call per matrix's share of it.
+    // The range may span matrices: one call per matrix's share of it.
     for (size_t m = 0; m < ws.size() && r0 < r1; ++m) {
       if (first[m + 1] <= r0) continue;
       const int64_t end = std::min(r1, first[m + 1]);
       const WeightView& w = *ws[m];
-      if (pk != nullptr)
-        pk->gemv(w.cols, w.packed + static_cast<size_t>((r0 - first[m]) / kPanelRows) * panel, end - r0, xb,
-                 ys[m] + (r0 - first[m]));
+      if (pks[m] != nullptr)
+        pks[m]->gemv(w.cols, w.packed + static_cast<size_t>((r0 - first[m]) / kPanelRows) * panels[m], end - r0, xb,
+                     ys[m] + (r0 - first[m]));
       else
-        gemv_rows(k, w, r0 - first[m], end - first[m], xb, ys[m] + (r0 - first[m]));
+        gemv_rows(*ks[m], w, r0 - first[m], end - first[m], xb, ys[m] + (r0 - first[m]));
       r0 = end;
     }
   });

@@ -19,7 +19,7 @@ namespace pagoda {
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 // Several matrices reading the same input (a layer's Q/K/V, or gate/up): y[i] gets
-// matmul(ws[i], x). A decode step (one token) with matrices of one format converts the
+// matmul(ws[i], x). A decode step (one token) with matrices of one activation format (vec-dot type) converts the
 // activations once and runs all their rows in one parallel region, so the threads meet
 // once instead of once per matrix; anything else runs them one by one.
 void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,

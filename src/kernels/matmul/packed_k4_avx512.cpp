@@ -29,7 +29,6 @@ using L = packed::K4Layout;
 
 constexpr size_t kXQs = offsetof(BlockQ8_K, qs);
 constexpr size_t kXBsums = offsetof(BlockQ8_K, bsums);
-constexpr size_t kAheadBytes = 4096;
 
 inline __m512 halves(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -62,7 +61,6 @@ inline float x_scale(const uint8_t* xblk) {
 void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, float* y) {
   const int64_t nb = n / kQK_K;
   const size_t panel_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
-  const size_t total = panel_bytes * static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows);
   const __m512i lo4 = _mm512_set1_epi8(0x0f);
   for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
     const size_t at = static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
@@ -72,7 +70,6 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
       const uint8_t* blk = panels + off;
       const uint8_t* xblk = x + b * sizeof(BlockQ8_K);
       const uint8_t* xq = xblk + kXQs;
-      if (off + kAheadBytes + L::kBlockBytes <= total) prefetch_block<_MM_HINT_T0>(blk + kAheadBytes, L::kBlockBytes);
       __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {

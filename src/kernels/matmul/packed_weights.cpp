@@ -13,29 +13,30 @@ namespace pagoda {
 namespace simd {
 void register_packed_avx512(DType t, PackedKernels& k);
 void register_packed_k4_avx512(PackedKernels& k);
+void register_packed_k6_avx512(PackedKernels& k);
 }  // namespace simd
 
 namespace {
 
-// Calls fill(dst, row, b) for every row that exists in panels [p0, p1), for each block b
-// of its panel (dst: the block's bytes in the panel, zeroed first).
-template <typename Fill>
-void for_each_panel_block(int64_t rows, int64_t nb, size_t block_bytes, int64_t p0, int64_t p1, uint8_t* out,
-                          Fill fill) {
+// Calls fill(dst, scales, r, row, b) for every row that exists in panels [p0, p1), for
+// each block b of its panel (dst: the block's bytes in the panel; scales: its 32 bytes of
+// FP16 scales, for the layouts that keep them in pairs), all zeroed first.
+template <typename L, typename Fill>
+void for_each_panel_block(int64_t rows, int64_t nb, int64_t p0, int64_t p1, uint8_t* out, Fill fill) {
+  const size_t panel_bytes = packed::panel_bytes<L>(nb);
   for (int64_t p = p0; p < p1; ++p) {
-    uint8_t* panel = out + static_cast<size_t>(p) * static_cast<size_t>(nb) * block_bytes;
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* dst = panel + static_cast<size_t>(b) * block_bytes;
-      std::memset(dst, 0, block_bytes);
-      for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < rows; ++r) fill(dst, r, p * kPanelRows + r, b);
-    }
+    uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
+    std::memset(panel, 0, panel_bytes);
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t r = 0; r < kPanelRows && p * kPanelRows + r < rows; ++r)
+        fill(panel + packed::block_at<L>(b), panel + packed::scales_at<L>(b), r, p * kPanelRows + r, b);
   }
 }
 
 template <typename B>
 void pack_typed(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
   using L = packed::Layout<B>;
-  for_each_panel_block(rows, cols / kQK, L::kBlockBytes, p0, p1, out, [&](uint8_t* dst, int64_t r, int64_t row, int64_t b) {
+  for_each_panel_block<L>(rows, cols / kQK, p0, p1, out, [&](uint8_t* dst, uint8_t*, int64_t r, int64_t row, int64_t b) {
     const B& blk = reinterpret_cast<const B*>(w + static_cast<size_t>(row) * ws)[b];
     const auto* qs = reinterpret_cast<const uint8_t*>(blk.qs);
     // Register j, lane r: quant bytes 4j..4j+3 of the row.
@@ -48,7 +49,7 @@ void pack_typed(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t
 
 void pack_q4_K(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
   using L = packed::K4Layout;
-  for_each_panel_block(rows, cols / kQK_K, L::kBlockBytes, p0, p1, out, [&](uint8_t* dst, int64_t r, int64_t row, int64_t b) {
+  for_each_panel_block<L>(rows, cols / kQK_K, p0, p1, out, [&](uint8_t* dst, uint8_t*, int64_t r, int64_t row, int64_t b) {
     const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(row) * ws)[b];
     for (int c = 0; c < 4; ++c)
       for (int k = 0; k < 8; ++k)
@@ -61,6 +62,20 @@ void pack_q4_K(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t 
     }
     std::memcpy(dst + L::kDAt + 2 * r, &blk.d, 2);
     std::memcpy(dst + L::kDminAt + 2 * r, &blk.dmin, 2);
+  });
+}
+
+void pack_q6_K(const uint8_t* w, size_t ws, int64_t rows, int64_t cols, int64_t p0, int64_t p1, uint8_t* out) {
+  using L = packed::K6Layout;
+  for_each_panel_block<L>(rows, cols / kQK_K, p0, p1, out, [&](uint8_t* dst, uint8_t* d, int64_t r, int64_t row, int64_t b) {
+    const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + static_cast<size_t>(row) * ws)[b];
+    for (int j = 0; j < 16; ++j) dst[L::kScalesAt + 16 * j + r] = static_cast<uint8_t>(blk.scales[j]);
+    for (int n = 0; n < 2; ++n)
+      for (int k = 0; k < 8; ++k) {
+        for (int s = 0; s < 2; ++s) std::memcpy(dst + L::ql_at(n, s, k) + 4 * r, blk.ql + 64 * n + 32 * s + 4 * k, 4);
+        std::memcpy(dst + L::qh_at(n, k) + 4 * r, blk.qh + 32 * n + 4 * k, 4);
+      }
+    std::memcpy(d + 2 * r, &blk.d, 2);
   });
 }
 
@@ -85,6 +100,11 @@ const PackedKernels* lookup(DType t, bool respect_env) {
     simd::register_packed_k4_avx512(k);
     return k;
   }();
+  static const PackedKernels q6k = [] {
+    PackedKernels k;
+    simd::register_packed_k6_avx512(k);
+    return k;
+  }();
   if (respect_env) {
     static const bool off = [] {
       const char* e = std::getenv("PAGODA_REPACK");
@@ -99,6 +119,7 @@ const PackedKernels* lookup(DType t, bool respect_env) {
                            : t == DType::Q5_0 ? &q5
                            : t == DType::Q8_0 ? &q8
                            : t == DType::Q4_K ? &q4k
+                           : t == DType::Q6_K ? &q6k
                                               : nullptr;
   return k != nullptr && k->gemv != nullptr ? k : nullptr;
 }
@@ -117,25 +138,20 @@ const PackedKernels* packed_kernels_avx512(DType t) {
   return runs ? lookup(t, false) : nullptr;
 }
 
-namespace {
-
-// Bytes of one block of a panel (16 rows), or 0 for a format without a packed layout.
-size_t panel_block_bytes(DType t) {
-  switch (t) {
-    case DType::Q4_0: return packed::Layout<BlockQ4_0>::kBlockBytes;
-    case DType::Q5_0: return packed::Layout<BlockQ5_0>::kBlockBytes;
-    case DType::Q8_0: return packed::Layout<BlockQ8_0>::kBlockBytes;
-    case DType::Q4_K: return packed::K4Layout::kBlockBytes;
-    default: return 0;
-  }
+bool has_packed_layout(DType t) {
+  return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K;
 }
 
-}  // namespace
-
-bool has_packed_layout(DType t) { return panel_block_bytes(t) != 0; }
-
 size_t packed_panel_bytes(DType t, int64_t cols) {
-  return static_cast<size_t>(cols / dtype_info(t).block_size) * panel_block_bytes(t);
+  const int64_t nb = cols / dtype_info(t).block_size;
+  switch (t) {
+    case DType::Q4_0: return packed::panel_bytes<packed::Layout<BlockQ4_0>>(nb);
+    case DType::Q5_0: return packed::panel_bytes<packed::Layout<BlockQ5_0>>(nb);
+    case DType::Q8_0: return packed::panel_bytes<packed::Layout<BlockQ8_0>>(nb);
+    case DType::Q4_K: return packed::panel_bytes<packed::K4Layout>(nb);
+    case DType::Q6_K: return packed::panel_bytes<packed::K6Layout>(nb);
+    default: return 0;
+  }
 }
 
 size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
@@ -148,6 +164,7 @@ void pack_panels(DType t, const uint8_t* w, size_t w_stride, int64_t rows, int64
   if (t == DType::Q5_0) pack_typed<BlockQ5_0>(w, w_stride, rows, cols, p0, p1, out);
   if (t == DType::Q8_0) pack_typed<BlockQ8_0>(w, w_stride, rows, cols, p0, p1, out);
   if (t == DType::Q4_K) pack_q4_K(w, w_stride, rows, cols, p0, p1, out);
+  if (t == DType::Q6_K) pack_q6_K(w, w_stride, rows, cols, p0, p1, out);
 }
 
 }  // namespace pagoda

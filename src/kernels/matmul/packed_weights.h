@@ -1,15 +1,16 @@
 // Weights repacked at load time into panels of 16 rows ("rows in lanes"), for the
-// formats and SIMD targets where that pays: Q4_0, Q5_0, Q8_0 and Q4_K on AVX-512 VNNI. In
-// a panel, block b of all 16 rows sits together: the quants transposed so that 32-bit
-// lane r of a 512-bit register holds four consecutive quants of row r, as unsigned bytes
-// (Q8_0: q ^ 0x80; Q4_0/Q5_0: the file's nibble bytes as they are, Q5_0's fifth bits in
-// one more register), then the 16 rows' FP16 scales. One
-// broadcast activation dword then feeds 64 multiply-adds for 16 rows, with no horizontal
-// sums, no per-call transposition and no scale shuffles: the decode GEMV needs about a
-// third of the instructions per weight byte of the row-major kernels, and the prefill
-// tile skips the repack it would otherwise do on every call. A Q4_0, Q5_0 or Q8_0 panel takes
-// exactly the bytes of its 16 rows in the file (Q4_K: 2.8% more, its scales and mins
-// unpacked to bytes), so a packed matrix replaces its mapped pages.
+// formats and SIMD targets where that pays: Q4_0, Q5_0, Q8_0, Q4_K and Q6_K on AVX-512
+// VNNI. In a panel, block b of all 16 rows sits together: the quants transposed so that
+// 32-bit lane r of a 512-bit register holds four consecutive quants of row r, as unsigned
+// bytes (Q8_0: q ^ 0x80; Q4_0/Q5_0: the file's nibble bytes as they are, Q5_0's fifth
+// bits in one more register), and the 16 rows' FP16 scales (packed_layout.h). One
+// broadcast activation dword
+// then feeds 64 multiply-adds for 16 rows, with no horizontal sums, no per-call
+// transposition and no scale shuffles: the decode GEMV needs about a third of the
+// instructions per weight byte of the row-major kernels, and the prefill tile skips the
+// repack it would otherwise do on every call. A Q4_0, Q5_0, Q8_0 or Q6_K panel takes the
+// bytes of its 16 rows in the file (Q6_K: plus 32 when the block count is odd; Q4_K: 2.8% more,
+// its scales and mins unpacked to bytes), so a packed matrix replaces its mapped pages.
 //
 // The GEMV (one token) and the tile (several) compute every output the same way, block
 // by block in one FP32 accumulator, so a row's result does not depend on the batch it is
