@@ -10,10 +10,11 @@
 // cvt(int) * (d_w * d_x) with one FMA. The tile runs up to 12 tokens per panel pass so
 // the unpacked weight registers are reused across tokens; the GEMV runs one.
 //
-// The GEMV leaves its panel stream to the hardware prefetcher: software prefetches 4 KB
-// ahead made decode 14-22% slower on Zen 5 (Qwen2.5-Coder 0.5B / 1.5B, Gemma 3 270M, two
-// threads, alternating rounds), as they do in bench/bandwidth.cc's plain sum (47 GB/s
-// plain vs 39 prefetching on two threads).
+// The GEMV of Q5_0 and Q8_0 leaves its panel stream to the hardware prefetcher: software
+// prefetches 4 KB ahead made decode 13-20% slower on Zen 5 (Qwen2.5-Coder 0.5B, a 1B
+// shape in Q8_0; two threads, six alternating rounds), as they do in bench/bandwidth.cc's
+// plain sum (47 GB/s plain vs 39 prefetching on two threads). Q4_0, with the least work
+// per line, still gains from them (the 1B shape: 5% slower without).
 #include "kernels/simd/simd_intrinsics.h"
 
 #include <type_traits>
@@ -33,6 +34,10 @@ constexpr int kXBytes = sizeof(BlockQ8_0);
 constexpr int kXQs = offsetof(BlockQ8_0, qs);
 constexpr int kTok = 64;              // tokens staged per tile call (matmul hands at most 64)
 constexpr int kXStride = kTok * 32;   // bytes of staged quants per block
+
+// How far ahead the GEMV prefetches its panel stream (0: not at all), see above.
+template <typename B>
+constexpr size_t kAheadBytes = std::is_same_v<B, BlockQ4_0> ? 4096 : 0;
 
 inline __m512 scales(const uint8_t* blk, size_t at) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + at)));
@@ -112,12 +117,15 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
     terms[b].dx = _cvtsh_ss(load16(x + b * kXBytes));
   }
   const size_t panel_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
+  const size_t total = panel_bytes * static_cast<size_t>((rows + kPanelRows - 1) / kPanelRows);
   for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
     const size_t at = static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
     __m512 acc = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const size_t off = at + static_cast<size_t>(b) * L::kBlockBytes;
       const uint8_t* blk = panels + off;
+      if constexpr (kAheadBytes<B> != 0)
+        if (off + kAheadBytes<B> + L::kBlockBytes <= total) prefetch_block<_MM_HINT_T0>(blk + kAheadBytes<B>, L::kBlockBytes);
       const uint8_t* xq = x + b * kXBytes + kXQs;
       __m512i w[8];
       weights<B>(blk, w);
