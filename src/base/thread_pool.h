@@ -2,7 +2,11 @@
 // range and a body and never compute their own thread partition. The calling thread
 // takes part, so a pool of N threads starts N-1 workers. Workers spin briefly before
 // sleeping, because the per-token path issues hundreds of short parallel regions.
-// Not reentrant: call parallel_for from one thread at a time (the engine loop).
+// Each thread owns a contiguous share and works through it front to back in eight
+// chunks (so its weight stream stays one stream for the hardware prefetcher); a thread
+// that finishes early takes the remaining chunks of the others, so a core slowed by a
+// neighbour or a late wake-up does not hold the whole region. Not reentrant: call
+// parallel_for from one thread at a time (the engine loop).
 #pragma once
 
 #include <atomic>
@@ -39,7 +43,8 @@ class ThreadPool {
   int num_threads() const { return num_threads_; }
 
   // Runs body(begin, end, thread_index) over [0, n) split into contiguous chunks whose
-  // boundaries are multiples of `grain` (except the last). Returns when all are done.
+  // boundaries are multiples of `grain` (except the last); a thread may get several
+  // chunks, one call each. Returns when all are done.
   void parallel_for(int64_t n, int64_t grain, RangeFn body);
 
   // The process-wide pool, created on first use with set_default_threads' value
@@ -49,7 +54,14 @@ class ThreadPool {
 
  private:
   void worker(int index);
-  void run_chunk(int index);
+  void run_share(int index);
+
+  // Thread t's share of the current job, in grain blocks: [next, end), claimed
+  // chunk_ blocks at a time by t and, once t's own is done, by any thread.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -62,6 +74,8 @@ class ThreadPool {
   const RangeFn* body_ = nullptr;
   int64_t n_ = 0;
   int64_t grain_ = 1;
+  int64_t chunk_ = 1;
+  std::vector<Share> shares_;
 };
 
 }  // namespace pagoda
