@@ -71,6 +71,26 @@ double magnitude(DType t, const uint8_t* w, const uint8_t* x, int64_t n) {
   return s;
 }
 
+// matmul_shared_input over ws equals a matmul of each matrix alone, bit for bit; returns
+// the fused outputs.
+std::vector<std::vector<float>> expect_fused_equals_separate(const std::vector<const WeightView*>& ws,
+                                                             const std::vector<float>& x, ThreadPool& pool,
+                                                             const std::string& what) {
+  std::vector<std::vector<float>> fused;
+  std::vector<float*> ys;
+  for (const WeightView* w : ws) {
+    fused.emplace_back(static_cast<size_t>(w->rows));
+    ys.push_back(fused.back().data());
+  }
+  matmul_shared_input(ws, x.data(), 1, ys, pool);
+  for (size_t i = 0; i < ws.size(); ++i) {
+    std::vector<float> y(static_cast<size_t>(ws[i]->rows));
+    matmul(*ws[i], x.data(), 1, y.data(), pool);
+    EXPECT_EQ(std::memcmp(fused[i].data(), y.data(), sizeof(float) * y.size()), 0) << what << ", matrix " << i;
+  }
+  return fused;
+}
+
 TEST_P(PackedTest, GemvMatchesTheScalarDotForEveryRowAndPartialPanel) {
   const DType t = GetParam();
   const PackedKernels* k = packed_kernels_avx512(t);
@@ -149,17 +169,7 @@ TEST_P(PackedTest, FusedDecodeGroupEqualsSeparateCallsBitForBit) {
     return w;
   };
   const WeightView wq = view(q), wk = view(k), wv = view(v);
-  const std::vector<float> x = random_row(rng, cols);
-  std::vector<float> yq(64), yk(16), yv(16), sq(64), sk(16), sv(16);
-  const WeightView* ws[] = {&wq, &wk, &wv};
-  float* ys[] = {yq.data(), yk.data(), yv.data()};
-  matmul_shared_input(ws, x.data(), 1, ys, pool);
-  matmul(wq, x.data(), 1, sq.data(), pool);
-  matmul(wk, x.data(), 1, sk.data(), pool);
-  matmul(wv, x.data(), 1, sv.data(), pool);
-  EXPECT_EQ(std::memcmp(yq.data(), sq.data(), sizeof(float) * 64), 0);
-  EXPECT_EQ(std::memcmp(yk.data(), sk.data(), sizeof(float) * 16), 0);
-  EXPECT_EQ(std::memcmp(yv.data(), sv.data(), sizeof(float) * 16), 0);
+  expect_fused_equals_separate({&wq, &wk, &wv}, random_row(rng, cols), pool, std::string(dtype_name(t)));
 }
 
 // Qwen2's Q/K in Q5_0 beside V in Q8_0, Q4_K_M's Q/K in Q4_K beside V in Q6_K: one
@@ -179,18 +189,9 @@ TEST(PackedMixedGroup, FusedDecodeGroupOfFormatsSharingAnActivationTypeEqualsSep
       };
       const WeightView wq = view(mq, qk), wk = view(mk, qk), wv = view(mv, v);
       const std::vector<float> x = random_row(rng, cols);
-      std::vector<float> yq(64), yk(16), yv(32), sq(64), sk(16), sv(32);
-      const WeightView* ws[] = {&wq, &wk, &wv};
-      float* ys[] = {yq.data(), yk.data(), yv.data()};
-      matmul_shared_input(ws, x.data(), 1, ys, pool);
-      matmul(wq, x.data(), 1, sq.data(), pool);
-      matmul(wk, x.data(), 1, sk.data(), pool);
-      matmul(wv, x.data(), 1, sv.data(), pool);
       const std::string what =
           std::string(dtype_name(qk)) + "+" + std::string(dtype_name(v)) + (use_packed ? " packed" : " row-major");
-      EXPECT_EQ(std::memcmp(yq.data(), sq.data(), sizeof(float) * 64), 0) << what;
-      EXPECT_EQ(std::memcmp(yk.data(), sk.data(), sizeof(float) * 16), 0) << what;
-      EXPECT_EQ(std::memcmp(yv.data(), sv.data(), sizeof(float) * 32), 0) << what;
+      const std::vector<float> yv = expect_fused_equals_separate({&wq, &wk, &wv}, x, pool, what)[2];
       // And the results are the matrices' own, not a neighbour's: the scalar dot on the
       // same activations quantized by the reference (1e-3 of the magnitude covers a quant
       // that the SIMD conversion rounds the other way).

@@ -20,6 +20,7 @@
 #include "kernels/matmul/packed_layout.h"
 #include "kernels/matmul/packed_weights.h"
 #include "kernels/simd/tile_buffer.h"
+#include "kernels/simd/token_blocks.h"
 #include "quant/blocks.h"
 
 namespace pagoda::simd {
@@ -183,20 +184,14 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
       const int64_t valid = rows - r0;
       const __mmask16 mask = row_mask(valid);
       float* yp = y + t0 * y_stride + r0;
-      int64_t t = 0;
-      auto run = [&](auto tag) {
-        constexpr int kN = decltype(tag)::value;
-        micro<kN>(nb, panel, xt + t * x_stride, x_stride, sums + t, yp + t * y_stride, y_stride, mask,
-                  t == 0 && r0 + kPanelRows < rows);
-        t += kN;
-      };
       // Five tokens at most: two partial sums per token for the paired sub-blocks, plus
       // its sum and accumulator, and the weight registers fit the 32 registers (six
       // spilled to the stack: 650 vs 655-670 tok/s at pp512 on the 1B shape).
-      while (tc - t >= 5) run(std::integral_constant<int, 5>{});
-      if (tc - t >= 4) run(std::integral_constant<int, 4>{});
-      if (tc - t >= 2) run(std::integral_constant<int, 2>{});
-      if (tc - t >= 1) run(std::integral_constant<int, 1>{});
+      for_token_blocks<5, 4, 2, 1>(tc, [&](int64_t t, auto tag) {
+        constexpr int kN = decltype(tag)::value;
+        micro<kN>(nb, panel, xt + t * x_stride, x_stride, sums + t, yp + t * y_stride, y_stride, mask,
+                  t == 0 && r0 + kPanelRows < rows);
+      });
     }
   }
 }

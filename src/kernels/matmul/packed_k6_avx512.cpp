@@ -25,6 +25,7 @@
 #include "kernels/matmul/packed_layout.h"
 #include "kernels/matmul/packed_weights.h"
 #include "kernels/simd/tile_buffer.h"
+#include "kernels/simd/token_blocks.h"
 #include "quant/blocks.h"
 
 namespace pagoda::simd {
@@ -158,19 +159,13 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
       const uint8_t* panel = panels + static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
       const __mmask16 mask = row_mask(rows - r0);
       float* yp = y + t0 * y_stride + r0;
-      int64_t t = 0;
-      auto run = [&](auto tag) {
+      // Four accumulators per token (two sub-block partials, the super-block's int sum,
+      // the FP32 sum): five tokens and the weight registers fit the 32 registers.
+      for_token_blocks<5, 4, 2, 1>(tc, [&](int64_t t, auto tag) {
         constexpr int kN = decltype(tag)::value;
         micro<kN>(nb, panel, xt + t * x_stride, x_stride, sums + t, kTok, yp + t * y_stride, y_stride, mask,
                   t == 0 && r0 + kPanelRows < rows);
-        t += kN;
-      };
-      // Four accumulators per token (two sub-block partials, the super-block's int sum,
-      // the FP32 sum): five tokens and the weight registers fit the 32 registers.
-      while (tc - t >= 5) run(std::integral_constant<int, 5>{});
-      if (tc - t >= 4) run(std::integral_constant<int, 4>{});
-      if (tc - t >= 2) run(std::integral_constant<int, 2>{});
-      if (tc - t >= 1) run(std::integral_constant<int, 1>{});
+      });
     }
   }
 }
