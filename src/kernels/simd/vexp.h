@@ -98,37 +98,62 @@ inline typename V::F expf_candidates(typename V::F xf, uint32_t* sure) {
   return lo;
 }
 
-// x[i] = expf(x[i] - m) for i < n (the difference rounded to float first, as the scalar
-// code does). The lanes that need libm are collected (compressed, no branch per vector)
-// and recomputed after the vector pass. With kSum, returns the sum of the new x[i] in
-// double (in an order of its own), else 0.
-template <class V, bool kSum = true>
-inline double exp_shifted_sum(float* x, int64_t n, float m) {
-  using F = typename V::F;
+// One vector's results and, for the lanes not known to be exact (sure bit clear), the
+// input the scalar fallback recomputes them from.
+template <class V>
+struct Candidates {
+  typename V::F out;
+  typename V::F fix_in;
+  uint32_t sure;
+};
+
+// x[i] = f(x[i]) for i < n with a vector pass vec(loaded lanes) -> Candidates whose
+// unsure lanes are collected (compressed, no branch per vector) and recomputed afterwards
+// by scalar(fix_in); so the result is scalar's bit for bit, at the vector's speed. The
+// shared scaffolding of exp_shifted_sum and vtanh.h's softcap_row.
+template <class V, class Vec, class Scalar>
+inline void map_with_fixups(float* x, int64_t n, const Vec& vec, const Scalar& scalar) {
   constexpr int L = V::kLanes;
   constexpr int kFixCap = 256;
   alignas(64) int32_t fix_at[kFixCap + L];
   alignas(64) float fix_in[kFixCap + L];
   int n_fix = 0;
-  const F vm = V::set1(m);
   const uint32_t all = (1u << L) - 1u;
+  auto fix = [&] {
+    for (int f = 0; f < n_fix; ++f) x[fix_at[f]] = scalar(fix_in[f]);
+    n_fix = 0;
+  };
   for (int64_t i = 0; i < n; i += L) {
     const bool whole = n - i >= L;
-    const F in = V::sub(whole ? V::load(x + i) : V::load_tail(x + i, n - i), vm);
-    uint32_t sure;
-    const F y = expf_candidates<V>(in, &sure);
-    if (whole) V::store(x + i, y);
-    else V::store_tail(x + i, y, n - i);
+    const Candidates<V> c = vec(whole ? V::load(x + i) : V::load_tail(x + i, n - i));
+    if (whole) V::store(x + i, c.out);
+    else V::store_tail(x + i, c.out, n - i);
     const uint32_t valid = whole ? all : (1u << (n - i)) - 1u;
-    const uint32_t redo = valid & ~sure;
+    const uint32_t redo = valid & ~c.sure;
     V::compress_index(fix_at + n_fix, redo, static_cast<int32_t>(i));
-    n_fix += V::compress(fix_in + n_fix, redo, in);
-    if (n_fix > kFixCap) {
-      for (int f = 0; f < n_fix; ++f) x[fix_at[f]] = expf(fix_in[f]);
-      n_fix = 0;
-    }
+    n_fix += V::compress(fix_in + n_fix, redo, c.fix_in);
+    if (n_fix > kFixCap) fix();
   }
-  for (int f = 0; f < n_fix; ++f) x[fix_at[f]] = expf(fix_in[f]);
+  fix();
+}
+
+// x[i] = expf(x[i] - m) for i < n (the difference rounded to float first, as the scalar
+// code does), libm's bits (map_with_fixups). With kSum, returns the sum of the new x[i]
+// in double (in an order of its own), else 0.
+template <class V, bool kSum = true>
+inline double exp_shifted_sum(float* x, int64_t n, float m) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  const F vm = V::set1(m);
+  map_with_fixups<V>(
+      x, n,
+      [&](F v) {
+        Candidates<V> c;
+        c.fix_in = V::sub(v, vm);
+        c.out = expf_candidates<V>(c.fix_in, &c.sure);
+        return c;
+      },
+      [](float in) { return expf(in); });
   if constexpr (!kSum) return 0.0;
   typename V::D s0 = V::d_zero(), s1 = V::d_zero();
   for (int64_t i = 0; i < n; i += L) {

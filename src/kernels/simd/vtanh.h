@@ -48,36 +48,23 @@ inline typename V::D tanh_pd(typename V::D a) {
 template <class V>
 inline void softcap_row(float* x, int64_t n, float cap) {
   using F = typename V::F;
-  constexpr int L = V::kLanes;
-  constexpr int kFixCap = 256;
-  alignas(64) int32_t fix_at[kFixCap + L];
-  alignas(64) float fix_in[kFixCap + L];
-  int n_fix = 0;
   const float inv = 1.0f / cap;
   const F vinv = V::set1(inv), vcap = V::set1(cap), ten = V::set1(10.0f);
   const typename V::D down = V::d_set1(1.0 - kBand), up = V::d_set1(1.0 + kBand);
-  const uint32_t all = (1u << L) - 1u;
-  auto fix = [&] {
-    for (int f = 0; f < n_fix; ++f) x[fix_at[f]] = static_cast<float>(tanh(static_cast<double>(fix_in[f]))) * cap;
-    n_fix = 0;
-  };
-  for (int64_t i = 0; i < n; i += L) {
-    const bool whole = n - i >= L;
-    const F y = V::mul(whole ? V::load(x + i) : V::load_tail(x + i, n - i), vinv);
-    const F a = V::min(ten, V::abs(y));  // NaN stays NaN (min returns its second operand)
-    const typename V::D ta = tanh_pd<V>(V::widen_lo(a)), tb = tanh_pd<V>(V::widen_hi(a));
-    const F lo = V::narrow(V::d_mul(ta, down), V::d_mul(tb, down));
-    const F hi = V::narrow(V::d_mul(ta, up), V::d_mul(tb, up));
-    const F out = V::mul(V::copysign(lo, y), vcap);
-    if (whole) V::store(x + i, out);
-    else V::store_tail(x + i, out, n - i);
-    const uint32_t valid = whole ? all : (1u << (n - i)) - 1u;
-    const uint32_t redo = valid & ~V::bits(V::eq(lo, hi));
-    V::compress_index(fix_at + n_fix, redo, static_cast<int32_t>(i));
-    n_fix += V::compress(fix_in + n_fix, redo, y);
-    if (n_fix > kFixCap) fix();
-  }
-  fix();
+  map_with_fixups<V>(
+      x, n,
+      [&](F v) {
+        Candidates<V> c;
+        c.fix_in = V::mul(v, vinv);
+        const F a = V::min(ten, V::abs(c.fix_in));  // NaN stays NaN (min returns its second operand)
+        const typename V::D ta = tanh_pd<V>(V::widen_lo(a)), tb = tanh_pd<V>(V::widen_hi(a));
+        const F lo = V::narrow(V::d_mul(ta, down), V::d_mul(tb, down));
+        const F hi = V::narrow(V::d_mul(ta, up), V::d_mul(tb, up));
+        c.out = V::mul(V::copysign(lo, c.fix_in), vcap);
+        c.sure = V::bits(V::eq(lo, hi));
+        return c;
+      },
+      [cap](float y) { return static_cast<float>(tanh(static_cast<double>(y))) * cap; });
 }
 
 }  // namespace
