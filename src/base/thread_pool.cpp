@@ -59,7 +59,7 @@ void ThreadPool::worker(int index) {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn body) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn body, int chunks) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (num_threads_ == 1 || n <= grain) {
@@ -69,7 +69,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn body) {
   body_ = &body;
   n_ = n;
   grain_ = grain;
-  // Shares as even as whole grains allow; each in about eight chunks, so a thread that
+  // Shares as even as whole grains allow; each in about eight chunks (by default), so a thread that
   // runs late leaves an eighth of its share or less to the others. Decode against one
   // chunk per share (no stealing): Qwen2.5-Coder 0.5B +26%, 1.5B +12%, Gemma 3 270M +11%
   // (four alternating rounds, two threads); four chunks gave about half that, sixteen
@@ -81,7 +81,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn body) {
     shares_[static_cast<size_t>(t)].next.store(b0, std::memory_order_relaxed);
     shares_[static_cast<size_t>(t)].end = b0 + per + (t < extra ? 1 : 0);
   }
-  chunk_ = std::max<int64_t>(1, (per + 7) / 8);
+  const int64_t c = std::max(1, chunks);
+  chunk_ = std::max<int64_t>(1, (per + c - 1) / c);
   pending_.store(num_threads_ - 1, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mu_);

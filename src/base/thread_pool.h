@@ -44,8 +44,10 @@ class ThreadPool {
 
   // Runs body(begin, end, thread_index) over [0, n) split into contiguous chunks whose
   // boundaries are multiples of `grain` (except the last); a thread may get several
-  // chunks, one call each. Returns when all are done.
-  void parallel_for(int64_t n, int64_t grain, RangeFn body);
+  // chunks, one call each. Returns when all are done. `chunks`: per thread's share
+  // (1: a static split, nothing to take over), for bodies with a fixed cost per call.
+  static constexpr int kDefaultChunks = 8;
+  void parallel_for(int64_t n, int64_t grain, RangeFn body, int chunks = kDefaultChunks);
 
   // The process-wide pool, created on first use with set_default_threads' value
   // (default: hardware concurrency).
