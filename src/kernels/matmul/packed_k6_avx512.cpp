@@ -11,11 +11,12 @@
 // exactly in int32, and acc += cvt(isum) * (d * dx) once per super-block. The GEMV is the
 // tile's body on one token, so the two agree bit for bit.
 //
-// Single thread from DRAM, Qwen2.5-Coder 1.5B's output matrix (151936 x 1536): 18.6 GB/s
-// here, 13.5-14 for the row-major dot one row at a time, 6-7 for dot_rows four at a time
-// (bench/micro: packed_gemv/Q6_K, gemv_dot/Q6_K, gemv_rows/Q6_K). A first layout that
-// kept the file's order (all ql, then all qh) and blocks of 52.5 lines ran at 7-12.7: the
-// blocks are now read front to back and start on a line.
+// Single thread from DRAM, Qwen2.5-Coder 1.5B's output matrix (151936 x 1536): 15-23 GB/s
+// here (repeated runs on a noisy machine), 13.5-14 for the row-major dot one row at a
+// time, 6-7 for dot_rows four at a time (bench/micro: packed_gemv/Q6_K, gemv_dot/Q6_K,
+// gemv_rows/Q6_K). A first layout that kept the file's order (all ql, then all qh) in
+// blocks of 52.5 lines ran at 7-12.7: the blocks are now read front to back and start on
+// a line, their d in line-sized pairs between them (packed_layout.h).
 #include "kernels/simd/simd_intrinsics.h"
 
 #include <cstring>
