@@ -1,4 +1,5 @@
 #include "chat/chat_prompt.h"
+#include "base/printable.h"
 
 #include "chat/builtin_templates.h"
 #include "model/arch_spec.h"
@@ -13,7 +14,7 @@ Result<std::unique_ptr<ChatPrompter>> ChatPrompter::create(const std::string& so
     const ArchSpec* spec = find_arch(arch);
     const std::string name = spec != nullptr ? spec->chat_template : ArchSpec{}.chat_template;
     const char* builtin = builtin_chat_template(name);
-    if (builtin == nullptr) return error("architecture '{}' names an unknown built-in chat template '{}'", arch, name);
+    if (builtin == nullptr) return error("architecture {} names an unknown built-in chat template {}", in_quotes(arch), in_quotes(name));
     text = builtin;
     origin = "built-in " + name;
   }

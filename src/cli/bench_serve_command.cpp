@@ -20,10 +20,12 @@
 #include <semaphore>
 #include <thread>
 
+#include "base/printable.h"
 #include "base/timer.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/latency_stats.h"
+#include "cli/model_loader.h"
 #include "gguf/gguf_file.h"
 
 namespace pagoda {
@@ -47,6 +49,28 @@ struct ServeBenchArgs {
   bool json_out = false;
 };
 
+// --base-url as OpenAI clients take it: http(s)://host[:port] with an optional path,
+// the API root (".../v1", added when the path does not end in it).
+struct BaseUrl {
+  std::string origin;    // scheme://host:port, what httplib::Client connects to
+  std::string api_root;  // e.g. /v1 or /proxy/v1
+};
+
+Result<BaseUrl> parse_base_url(const std::string& url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return error("--base-url {}: expected http://host[:port][/path]", in_quotes(url));
+  const std::string scheme = url.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https")
+    return error("--base-url {}: scheme {} is not supported (http or https)", in_quotes(url), in_quotes(scheme));
+  const size_t host_begin = scheme_end + 3;
+  const size_t path_begin = std::min(url.find('/', host_begin), url.size());
+  if (path_begin == host_begin) return error("--base-url {}: no host", in_quotes(url));
+  BaseUrl b{url.substr(0, path_begin), url.substr(path_begin)};
+  while (!b.api_root.empty() && b.api_root.back() == '/') b.api_root.pop_back();
+  if (b.api_root.size() < 3 || b.api_root.compare(b.api_root.size() - 3, 3, "/v1") != 0) b.api_root += "/v1";
+  return b;
+}
+
 struct Outcome {
   bool ok = false;
   std::string error;
@@ -56,10 +80,11 @@ struct Outcome {
   std::vector<double> itl;
 };
 
-Outcome run_one(const ServeBenchArgs& a, const std::string& model, const std::vector<int32_t>& prompt,
+Outcome run_one(const ServeBenchArgs& a, const BaseUrl& url, const std::string& model,
+                const std::vector<int32_t>& prompt,
                 int32_t max_tokens) {
   Outcome out;
-  httplib::Client cli(a.base_url);
+  httplib::Client cli(url.origin);
   cli.set_read_timeout(3600);
   cli.set_write_timeout(600);
   json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", true},
@@ -67,7 +92,7 @@ Outcome run_one(const ServeBenchArgs& a, const std::string& model, const std::ve
   if (!model.empty()) body["model"] = model;
   httplib::Request req;
   req.method = "POST";
-  req.path = "/v1/completions";
+  req.path = url.api_root + "/completions";
   req.headers = {{"Content-Type", "application/json"}};
   if (!a.api_key.empty()) req.headers.emplace("Authorization", "Bearer " + a.api_key);
   req.body = body.dump();
@@ -130,14 +155,16 @@ int run_bench_serve(const ServeBenchArgs& a) {
     }
     if (const GgufArray* toks = f->get_array("tokenizer.ggml.tokens")) vocab = static_cast<int32_t>(toks->values.size());
   }
+  auto url = parse_base_url(a.base_url);
+  if (!url) return report_error(url.status());
   std::string model = a.model_name;
   if (model.empty()) {
-    httplib::Client cli(a.base_url);
+    httplib::Client cli(url->origin);
     httplib::Headers h;
     if (!a.api_key.empty()) h.emplace("Authorization", "Bearer " + a.api_key);
-    auto r = cli.Get("/v1/models", h);
+    auto r = cli.Get(url->api_root + "/models", h);
     if (!r || r->status != 200) {
-      fmt::print(stderr, "error: cannot reach {}/v1/models{}\n", a.base_url,
+      fmt::print(stderr, "error: cannot reach {}{}/models{}\n", url->origin, url->api_root,
                  r ? fmt::format(" (HTTP {})", r->status) : std::string(" (") + httplib::to_string(r.error()) + ")");
       return 1;
     }
@@ -178,7 +205,7 @@ int run_bench_serve(const ServeBenchArgs& a) {
     if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
     slots.acquire();
     threads.emplace_back([&, i] {
-      outcomes[i] = run_one(a, model, items[i].prompt, items[i].max_tokens);
+      outcomes[i] = run_one(a, *url, model, items[i].prompt, items[i].max_tokens);
       slots.release();
     });
   }

@@ -1,9 +1,12 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/printable.h"
 #include "cli/commands.h"
 
 namespace pagoda {
@@ -21,8 +24,22 @@ int cli_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  for (const Subcommand& s : subs)
-    if (s.app->parsed()) return s.run();
+  // The subcommands report their errors as Status; anything thrown past them (an
+  // allocation the machine refuses, a library's exception) still ends as one error line
+  // and exit code 1, never std::terminate's abort and core dump.
+  try {
+    for (const Subcommand& s : subs)
+      if (s.app->parsed()) return s.run();
+  } catch (const std::bad_alloc&) {
+    std::fputs("error: out of memory\n", stderr);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", printable(e.what(), 400).c_str());
+    return 1;
+  } catch (...) {
+    std::fputs("error: unexpected failure\n", stderr);
+    return 1;
+  }
   return 1;
 }
 

@@ -1,6 +1,10 @@
 #include "cli/common_options.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <climits>
+#include <cmath>
 
 namespace pagoda {
 
@@ -15,26 +19,45 @@ void add_model_option(CLI::App& sub, std::string& model) {
 }
 
 void add_threads_option(CLI::App& sub, int32_t& threads) {
-  sub.add_option("-t,--threads", threads, "Threads (default: all cores)");
+  sub.add_option("-t,--threads", threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
 }
 
 void add_context_option(CLI::App& sub, int32_t& ctx, const std::string& meaning) {
-  sub.add_option("-c,--ctx-size", ctx, meaning);
+  sub.add_option("-c,--ctx-size", ctx, meaning)->check(CLI::Range(0, 1 << 30));
 }
 
 void add_predict_option(CLI::App& sub, int32_t& n_predict, const std::string& meaning) {
   sub.add_option("-n,--n-predict", n_predict, meaning);
 }
 
+namespace {
+
+// CLI::Range lets NaN through (every comparison with it is false) and accepts inf; a
+// sampling value has to be a finite number in its range.
+CLI::Validator finite_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is not a number";
+        if (!std::isfinite(v) || v < lo || v > hi)
+          return fmt::format("{} is out of range: must be a finite number in [{}, {}]", text, lo, hi);
+        return {};
+      },
+      fmt::format("FINITE in [{} - {}]", lo, hi));
+}
+
+}  // namespace
+
 void add_generation_options(CLI::App& sub, SamplingParams& sp, int64_t& seed, std::vector<std::string>& stop) {
-  sub.add_option("--temp", sp.temperature, "Temperature (0: greedy)");
-  sub.add_option("--top-k", sp.top_k, "Top-k (0: off)");
-  sub.add_option("--top-p", sp.top_p, "Top-p (1: off)");
-  sub.add_option("--min-p", sp.min_p, "Min-p (0: off)");
-  sub.add_option("--repeat-penalty", sp.repeat_penalty, "Repetition penalty (1: off)");
-  sub.add_option("--repeat-last-n", sp.repeat_last_n, "Tokens the penalties look back over (-1: all)");
-  sub.add_option("--presence-penalty", sp.presence_penalty, "Presence penalty");
-  sub.add_option("--frequency-penalty", sp.frequency_penalty, "Frequency penalty");
+  sub.add_option("--temp", sp.temperature, "Temperature (0: greedy)")->check(finite_in(0, 100));
+  sub.add_option("--top-k", sp.top_k, "Top-k (0: off)")->check(CLI::Range(-1, INT32_MAX));
+  sub.add_option("--top-p", sp.top_p, "Top-p (1: off)")->check(finite_in(0, 1));
+  sub.add_option("--min-p", sp.min_p, "Min-p (0: off)")->check(finite_in(0, 1));
+  sub.add_option("--repeat-penalty", sp.repeat_penalty, "Repetition penalty (1: off)")->check(finite_in(0.01, 100));
+  sub.add_option("--repeat-last-n", sp.repeat_last_n, "Tokens the penalties look back over (-1: all)")
+      ->check(CLI::Range(-1, INT32_MAX));
+  sub.add_option("--presence-penalty", sp.presence_penalty, "Presence penalty")->check(finite_in(-100, 100));
+  sub.add_option("--frequency-penalty", sp.frequency_penalty, "Frequency penalty")->check(finite_in(-100, 100));
   sub.add_option("-s,--seed", seed, "RNG seed (-1: random)");
   sub.add_option("--stop", stop, "Stop string: generation ends where it first appears, without it (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

@@ -45,6 +45,8 @@ Result<size_t> parse_memory_size(const std::string& s) {
     if (avail == 0) return error("cannot read the available memory for '{}'; give a size in bytes", s);
     return static_cast<size_t>(v * static_cast<double>(avail));
   }
+  // Past 2^62 bytes no machine has the memory, and the conversion below would overflow.
+  constexpr double kMaxBytes = 4.6e18;
   double mult = 1;
   if (unit.size() >= 2 && unit.compare(unit.size() - 2, 2, "IB") == 0) unit.resize(unit.size() - 2);
   else if (!unit.empty() && unit.back() == 'B') unit.pop_back();
@@ -53,7 +55,10 @@ Result<size_t> parse_memory_size(const std::string& s) {
   else if (unit == "G") mult = 1024.0 * 1024 * 1024;
   else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
   else if (!unit.empty()) return error("'{}': unknown unit (use K, M, G or T)", s);
-  return static_cast<size_t>(v * mult);
+  const double bytes = v * mult;
+  if (bytes > kMaxBytes) return error("memory size '{}' is larger than any machine's memory", s);
+  if (bytes < 1.0) return error("memory size '{}' is less than one byte", s);
+  return static_cast<size_t>(bytes);
 }
 
 Result<EngineConfig> engine_config(const EngineArgs& a, int32_t max_model_len) {

@@ -16,6 +16,7 @@
 #include "cli/pull_progress.h"
 #include "cli/common_options.h"
 #include "base/human_size.h"
+#include "base/printable.h"
 #include "quant/w8a8.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
@@ -30,13 +31,9 @@ struct InspectArgs {
 };
 
 std::string value_to_string(const GgufValue& v, size_t max_items) {
-  if (const auto* s = v.as_string()) {
-    std::string out = *s;
-    if (out.size() > 120) out = out.substr(0, 117) + "...";
-    std::string esc;
-    for (char ch : out) esc += ch == '\n' ? std::string("\\n") : std::string(1, ch);
-    return "\"" + esc + "\"";
-  }
+  // Strings come from the file: escaped and cut so that a hostile one cannot drive the
+  // terminal (escape sequences, bidi overrides) or fill the screen.
+  if (const auto* s = v.as_string()) return "\"" + printable(*s, 120) + "\"";
   if (const auto* a = v.as_array()) {
     std::string out = fmt::format("[{} items] [", a->values.size());
     for (size_t i = 0; i < a->values.size() && i < max_items; ++i)
@@ -61,7 +58,7 @@ int run_inspect(const InspectArgs& a) {
   fmt::print("file: {}\nGGUF version {}, {} metadata keys, {} tensors, alignment {}, size {}\n\n", f.path(),
              f.version(), f.metadata().size(), f.tensors().size(), f.alignment(), human_size(f.file_size()));
   fmt::print("metadata:\n");
-  for (const auto& [k, v] : f.metadata()) fmt::print("  {:<44} {}\n", k, value_to_string(v, 8));
+  for (const auto& [k, v] : f.metadata()) fmt::print("  {:<44} {}\n", printable(k), value_to_string(v, 8));
   std::map<std::string, std::pair<int64_t, size_t>> by_type;
   int64_t params = 0;
   size_t bytes = 0;
@@ -80,7 +77,7 @@ int run_inspect(const InspectArgs& a) {
     e.second += t.nbytes;
     const bool layer = t.name.rfind("blk.", 0) == 0;
     if (a.all_tensors || !layer || t.name.rfind("blk.0.", 0) == 0) {
-      fmt::print("  {:<36} {:<6} [{}] {}\n", t.name, type_name, fmt::join(t.shape, ", "),
+      fmt::print("  {:<36} {:<6} [{}] {}\n", printable(t.name), type_name, fmt::join(t.shape, ", "),
                  human_size(static_cast<double>(t.nbytes)));
       ++shown;
     }
@@ -101,7 +98,7 @@ int run_inspect(const InspectArgs& a) {
     fmt::print("tokenizer: cannot tokenize: {}\n", tok.status().message());
   } else if (auto vocab = Vocab::from_gguf(f)) {
     fmt::print("tokenizer: {}{} | {} tokens | bos {} | eos {}{}\n", tokenizer_kind_name(vocab->kind),
-               vocab->kind != TokenizerKind::kByteLevelBpe ? std::string() : fmt::format(" (pre-tokenizer {})", vocab->pre),
+               vocab->kind != TokenizerKind::kByteLevelBpe ? std::string() : fmt::format(" (pre-tokenizer {})", printable(vocab->pre)),
                vocab->pieces.size(), vocab->bos, vocab->eos, vocab->add_bos ? " | adds bos" : "");
   }
   ThreadPool pool(1);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -77,8 +78,12 @@ int run_run(const RunArgs& a, bool use_ids) {
   } else {
     std::string text = a.prompt;
     if (!a.prompt_file.empty()) {
+      // An ifstream opens a directory and reads nothing: an empty prompt, not an error.
+      std::error_code ec;
+      if (std::filesystem::is_directory(a.prompt_file, ec))
+        return fail(error("--file: cannot read prompt file {}: it is a directory", a.prompt_file));
       std::ifstream in(a.prompt_file, std::ios::binary);
-      if (!in) return fail(error("cannot read prompt file {}", a.prompt_file));
+      if (!in) return fail(error("--file: cannot read prompt file {}", a.prompt_file));
       std::stringstream buf;
       buf << in.rdbuf();
       text = buf.str();

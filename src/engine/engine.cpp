@@ -52,6 +52,13 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
     const size_t avail = available_memory_bytes();
     bytes = avail > 0 ? std::min(want, avail / 4) : want;
   }
+  // A budget the machine cannot give would be prefaulted into swap or the OOM killer.
+  if (config.kv_cache_bytes > 0) {
+    const size_t avail = available_memory_bytes();
+    if (avail > 0 && config.kv_cache_bytes > avail)
+      return error("--kv-cache-memory: {:.2f} GiB is more than the {:.2f} GiB of memory available on this machine",
+                   static_cast<double>(config.kv_cache_bytes) / (1 << 30), static_cast<double>(avail) / (1 << 30));
+  }
   const int32_t blocks = KvStorage::blocks_for_bytes(shape, bytes);
   auto storage = KvStorage::create(shape, blocks);
   if (!storage) return storage.status();
@@ -60,6 +67,13 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   // One sequence alone always fits, so preemption can always make progress: the longest
   // whose blocks, over all layer groups, the pool holds.
   e->max_model_len_ = layout.longest_fitting(blocks, config.block_size, chunk, max_len);
+  // A server whose pool cannot hold one block of one sequence would report healthy and
+  // refuse every request.
+  const int64_t min_len = std::min<int64_t>(max_len, std::max(1, config.block_size));
+  if (e->max_model_len_ < min_len)
+    return error("the KV cache budget of {} bytes holds {} tokens of context, fewer than one block ({} tokens); "
+                 "raise --kv-cache-memory (one block of every layer takes {} bytes)",
+                 bytes, e->max_model_len_, min_len, KvStorage::bytes_per_block(shape));
   // How far a sequence may grow is what LongRoPE picks its factors by (llama.cpp's
   // per-sequence context).
   model.set_context_length(static_cast<int32_t>(e->max_model_len_));

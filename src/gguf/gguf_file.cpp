@@ -8,6 +8,7 @@
 #include <numeric>
 #include <utility>
 
+#include "base/printable.h"
 #include "gguf/gguf_cursor.h"
 #include "gguf/gguf_value_io.h"
 
@@ -26,26 +27,6 @@ constexpr uint32_t kMaxDims = 4;  // ggml's GGML_MAX_DIMS
 constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
 constexpr size_t kMinKvBytes = 8 + 4 + 1;
 constexpr size_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;
-
-// A key or tensor name for an error message. Names come from the file, which may be
-// corrupt: bytes outside printable ASCII are escaped and long names cut, so a message
-// never carries control characters or invalid UTF-8 to a terminal or a log.
-std::string quoted(std::string_view s) {
-  constexpr size_t kMaxShown = 96;
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\')
-      out += static_cast<char>(c);
-    else
-      out += fmt::format("\\x{:02x}", c);
-  }
-  if (s.size() > kMaxShown)
-    out += fmt::format("...' ({} bytes)", s.size());
-  else
-    out += "'";
-  return out;
-}
 
 Status truncated(const std::string& path, const Cursor& c, std::string_view field, size_t need) {
   return error("{}: {}: truncated: needs {} bytes at offset {}, but the file ends at {}", path,
@@ -142,18 +123,18 @@ Status GgufFile::parse_metadata(Cursor& c, uint64_t count) {
     std::string key;
     PAGODA_TRY(read_name(path, c, key, [&] { return fmt::format("metadata #{} key", i); }));
     if (auto dup = kv_index_.find(key); dup != kv_index_.end())
-      return error("{}: metadata {}: duplicate key (entries #{} and #{})", path, quoted(key),
+      return error("{}: metadata {}: duplicate key (entries #{} and #{})", path, in_quotes(key),
                    dup->second, i);
     uint32_t type_id = 0;
     if (!c.read(type_id))
-      return truncated(path, c, fmt::format("metadata {} type", quoted(key)), sizeof(type_id));
+      return truncated(path, c, fmt::format("metadata {} type", in_quotes(key)), sizeof(type_id));
     auto type = gguf_type_from_id(type_id);
     if (!type)
-      return error("{}: metadata {} type: unknown value type {} at offset {}", path, quoted(key),
+      return error("{}: metadata {} type: unknown value type {} at offset {}", path, in_quotes(key),
                    type_id, c.pos() - sizeof(type_id));
     GgufValue value;
     Status st = gguf_detail::read_value(c, *type, 0, value, budget);
-    if (!st) return error("{}: metadata {}: {}", path, quoted(key), st.message());
+    if (!st) return error("{}: metadata {}: {}", path, in_quotes(key), st.message());
     kv_index_.emplace(key, kv_.size());
     kv_.emplace_back(std::move(key), std::move(value));
   }
@@ -178,53 +159,53 @@ Status GgufFile::parse_tensor_infos(Cursor& c, uint64_t count) {
     PAGODA_TRY(read_name(path, c, t.name, [&] { return fmt::format("tensor #{} name", i); }));
     const std::string& name = t.name;
     if (auto dup = tensor_index_.find(name); dup != tensor_index_.end())
-      return error("{}: tensor {}: duplicate tensor name (tensors #{} and #{})", path, quoted(name),
+      return error("{}: tensor {}: duplicate tensor name (tensors #{} and #{})", path, in_quotes(name),
                    dup->second, i);
 
     uint32_t n_dims = 0;
     if (!c.read(n_dims))
-      return truncated(path, c, fmt::format("tensor {} n_dims", quoted(name)), sizeof(n_dims));
+      return truncated(path, c, fmt::format("tensor {} n_dims", in_quotes(name)), sizeof(n_dims));
     if (n_dims == 0 || n_dims > kMaxDims)
       return error("{}: tensor {} n_dims: {} dimensions, but GGUF tensors have 1 to {}", path,
-                   quoted(name), n_dims, kMaxDims);
+                   in_quotes(name), n_dims, kMaxDims);
     int64_t n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t ne = 0;
       if (!c.read(ne))
-        return truncated(path, c, fmt::format("tensor {} dimension {}", quoted(name), d),
+        return truncated(path, c, fmt::format("tensor {} dimension {}", in_quotes(name), d),
                          sizeof(ne));
       if (ne == 0)
         return error("{}: tensor {} dimension {}: is 0; empty tensors are not supported", path,
-                     quoted(name), d);
+                     in_quotes(name), d);
       if (ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         return error("{}: tensor {} dimension {}: {} does not fit in a signed 64-bit count", path,
-                     quoted(name), d, ne);
+                     in_quotes(name), d, ne);
       t.shape.push_back(static_cast<int64_t>(ne));
       if (__builtin_mul_overflow(n_elements, static_cast<int64_t>(ne), &n_elements))
         return error("{}: tensor {} shape: the element count of [{}...] overflows 64 bits", path,
-                     quoted(name), fmt::join(t.shape, ", "));
+                     in_quotes(name), fmt::join(t.shape, ", "));
     }
 
     uint32_t type_id = 0;
     if (!c.read(type_id))
-      return truncated(path, c, fmt::format("tensor {} type", quoted(name)), sizeof(type_id));
+      return truncated(path, c, fmt::format("tensor {} type", in_quotes(name)), sizeof(type_id));
     auto info = dtype_info(type_id);
     if (!info)
       return error("{}: tensor {} type: unknown tensor type id {} (not a format Pagoda supports)",
-                   path, quoted(name), type_id);
+                   path, in_quotes(name), type_id);
     t.type = info->type;
     if (t.shape[0] % info->block_size != 0)
       return error("{}: tensor {} shape: row length {} is not a multiple of the {} block size {}",
-                   path, quoted(name), t.shape[0], info->name, info->block_size);
+                   path, in_quotes(name), t.shape[0], info->name, info->block_size);
     int64_t row = 0, total = 0;
     if (__builtin_mul_overflow(t.shape[0] / info->block_size, info->type_size, &row) ||
         __builtin_mul_overflow(row, n_elements / t.shape[0], &total))
       return error("{}: tensor {} shape: the byte size of [{}] {} overflows 64 bits", path,
-                   quoted(name), fmt::join(t.shape, ", "), info->name);
+                   in_quotes(name), fmt::join(t.shape, ", "), info->name);
     t.nbytes = static_cast<size_t>(total);
 
     if (!c.read(t.offset))
-      return truncated(path, c, fmt::format("tensor {} offset", quoted(name)), sizeof(t.offset));
+      return truncated(path, c, fmt::format("tensor {} offset", in_quotes(name)), sizeof(t.offset));
     tensor_index_.emplace(t.name, tensors_.size());
     tensors_.push_back(std::move(t));
   }
@@ -240,15 +221,28 @@ Status GgufFile::place_tensors(size_t infos_end) {
   for (GgufTensor& t : tensors_) {
     if (t.offset % alignment_ != 0)
       return error("{}: tensor {} offset: {} is not a multiple of general.alignment ({})", path,
-                   quoted(t.name), t.offset, alignment_);
+                   in_quotes(t.name), t.offset, alignment_);
     uint64_t begin = 0, end = 0;
     if (__builtin_add_overflow(aligned, t.offset, &begin) ||
         __builtin_add_overflow(begin, t.nbytes, &end) || end > size)
       return error(
           "{}: tensor {} data: offset {} + {} bytes from the data section at {} runs "
           "past the end of the file ({} bytes)",
-          path, quoted(t.name), t.offset, t.nbytes, aligned, size);
+          path, in_quotes(t.name), t.offset, t.nbytes, aligned, size);
     t.data = file_.data() + begin;
+    // The kernels read a block's FP16/F32 scale in place, so a tensor the file places
+    // below its block's alignment (general.alignment = 1 puts a Q8_0 tensor at an odd
+    // address for some header lengths) is used from an aligned copy.
+    if (begin % block_alignment(dtype_info(t.type)) != 0) {
+      AlignedBuffer copy(t.nbytes);
+      if (copy.data() == nullptr)
+        return error("{}: tensor {}: out of memory copying {} bytes to an aligned address (general.alignment = {})",
+                     path, in_quotes(t.name), t.nbytes, alignment_);
+      std::memcpy(copy.data(), t.data, t.nbytes);
+      t.data = copy.data();
+      t.realigned = true;
+      realigned_.push_back(std::move(copy));
+    }
   }
 
   // Writers lay tensors out one after another; an overlap means a corrupt offset.
@@ -261,7 +255,7 @@ Status GgufFile::place_tensors(size_t infos_end) {
     const GgufTensor& next = tensors_[order[k]];
     if (prev.offset + prev.nbytes > next.offset)
       return error("{}: tensor {} offset: data at {} overlaps tensor {} ({} bytes at {})", path,
-                   quoted(next.name), next.offset, quoted(prev.name), prev.nbytes, prev.offset);
+                   in_quotes(next.name), next.offset, in_quotes(prev.name), prev.nbytes, prev.offset);
   }
   return Status::ok();
 }

@@ -4,7 +4,9 @@
 // unknown tensor or value type, tensor past the end of the file, overflowing dimensions,
 // misaligned data). After open() succeeds every accessor is safe. Opening costs one pass
 // over the metadata (tens of milliseconds for a 262k-token vocabulary) and nothing per
-// tensor byte. Corrupt counts fail fast: they are checked against the bytes left before
+// tensor byte, except in a file whose general.alignment leaves a tensor below its block's
+// alignment (alignment 1 or 2): such a tensor is copied once into aligned memory, since
+// the kernels read block scales in place. Corrupt counts fail fast: they are checked against the bytes left before
 // anything is allocated, and a file may hold at most 2^24 metadata values, 2^20 tensors
 // and arrays nested 16 deep.
 #pragma once
@@ -18,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/mapped_file.h"
 #include "base/status.h"
 #include "tensor/dtype.h"
@@ -63,6 +66,7 @@ struct GgufTensor {
   uint64_t offset = 0;         // relative to the data section
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
+  bool realigned = false;      // data is an aligned copy, not the mapping (see above)
   int64_t num_elements() const;
 };
 
@@ -100,6 +104,7 @@ class GgufFile {
   Status place_tensors(size_t infos_end);
 
   MappedFile file_;
+  std::vector<AlignedBuffer> realigned_;  // copies of tensors the mapping holds misaligned
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   size_t data_offset_ = 0;

@@ -47,7 +47,7 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(const KvShape& shape, int32
   if (shape.block_size <= 0 || (shape.block_size & (shape.block_size - 1)) != 0 || shape.block_size > 1024)
     return error("KV cache: block size {} must be a power of two between 1 and 1024", shape.block_size);
   if (num_blocks <= 0)
-    return error("KV cache: the memory budget holds no block of {} tokens ({} bytes each)", shape.block_size,
+    return error("KV cache: the memory budget holds no block of {} tokens ({} bytes each; raise --kv-cache-memory)", shape.block_size,
                  bytes_per_block(shape));
   // A total that wraps around size_t would reserve too little and leave blocks outside the mapping.
   const KvLayout layout = shape.layout();

@@ -40,4 +40,15 @@ inline size_t row_bytes(const DTypeInfo& info, int64_t n) {
 }
 size_t row_bytes(DType t, int64_t n);
 
+// The address alignment a tensor of this type needs: the largest power of two up to 8
+// that divides the block size in bytes. Never below alignof() of the block struct
+// (quant/blocks.h: FP16 scales give 2, Q8_K's F32 scale 4), and met by every file whose
+// general.alignment is at least 8 (llama.cpp writes 32).
+inline size_t block_alignment(const DTypeInfo& info) {
+  const auto bytes = static_cast<size_t>(info.type_size);
+  size_t a = 1;
+  while (a < 8 && bytes % (a * 2) == 0) a *= 2;
+  return a;
+}
+
 }  // namespace pagoda

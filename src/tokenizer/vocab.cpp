@@ -1,4 +1,5 @@
 #include "tokenizer/vocab.h"
+#include "base/printable.h"
 
 #include <algorithm>
 #include <array>
@@ -132,8 +133,8 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
   } else if (*model == "t5") {
     v.kind = TokenizerKind::kUnigram;
   } else {
-    return error("{}: tokenizer.ggml.model = '{}' is not supported (only 'llama', 'gpt2', 'gemma4', 'bert' and 't5')",
-                 f.path(), *model);
+    return error("{}: tokenizer.ggml.model = {} is not supported (only 'llama', 'gpt2', 'gemma4', 'bert' and 't5')",
+                 f.path(), in_quotes(*model));
   }
   v.pre = f.get_string("tokenizer.ggml.pre").value_or(*model == "gemma4" ? "gemma4" : "");
 

@@ -1,4 +1,5 @@
 #include "tokenizer/word_splitter.h"
+#include "base/printable.h"
 
 #include "tokenizer/pre_tokenizer_table.h"
 
@@ -15,14 +16,14 @@ Result<WordSplitter> WordSplitter::for_name(std::string_view pre) {
     w.hand_ = spec.hand;
     if (!w.hand_) {
       auto r = RegexSplitter::compile(spec.regexes);
-      if (!r) return error("pre-tokenizer '{}': {}", pre, r.status().message());
+      if (!r) return error("pre-tokenizer {}: {}", in_quotes(pre), r.status().message());
       w.regex_ = std::make_shared<const RegexSplitter>(std::move(r.value()));
     }
     return w;
   }
-  return error("byte-level BPE pre-tokenizer '{}' is not supported (Pagoda knows {} tokenizer.ggml.pre names; "
+  return error("byte-level BPE pre-tokenizer {} is not supported (Pagoda knows {} tokenizer.ggml.pre names; "
                "see docs/models.md)",
-               pre, known_names());
+               in_quotes(pre), known_names());
 }
 
 void WordSplitter::split(std::string_view text, std::vector<WordSpan>& out) const {
