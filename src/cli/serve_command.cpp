@@ -126,15 +126,18 @@ Subcommand add_serve_command(CLI::App& app) {
   CLI::App* sub = add_subcommand(app, "serve", "OpenAI-compatible HTTP server with a web playground");
   add_model_option(*sub, args->model);
   sub->add_option("--host", args->host, "Address to listen on");
-  sub->add_option("--port", args->port, "Port (0: any free port)");
+  sub->add_option("--port", args->port, "Port (0: any free port)")->check(CLI::Range(0, 65535));
   sub->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
   sub->add_option("--served-model-name", args->served_name, "Model name in the API (default: the file's stem)");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
   add_context_option(*sub, args->ctx, "Context per sequence (0: the model's trained context)");
   add_threads_option(*sub, args->threads);
-  sub->add_option("--max-tokens-limit", args->max_tokens_limit, "Largest max_tokens a request may ask (0: the context)");
-  sub->add_option("--max-queued-requests", args->max_queued, "Waiting requests beyond which new ones get 429");
-  sub->add_option("--max-body-mib", args->max_body_mib, "Largest request body in MiB (413 beyond)");
+  sub->add_option("--max-tokens-limit", args->max_tokens_limit, "Largest max_tokens a request may ask (0: the context)")
+      ->check(CLI::Range(0, 1 << 30));
+  sub->add_option("--max-queued-requests", args->max_queued, "Waiting requests beyond which new ones get 429")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-body-mib", args->max_body_mib, "Largest request body in MiB (413 beyond)")
+      ->check(CLI::Range(1, 1 << 16));
   add_engine_options(*sub, args->engine);
   return {"serve", sub, [args] { return run_serve(*args); }};
 }

@@ -89,3 +89,10 @@ def test_kv_cache_budgets_are_checked(pagoda, gen_model, budget, words):
                                        ("http:///v1", ("host",))])
 def test_bench_serve_refuses_base_urls_it_cannot_use(pagoda, url, words):
     assert_clean_failure(*pagoda("bench", "serve", "--base-url", url, "--num-prompts", 1), *words)
+
+
+@pytest.mark.parametrize("flag,value", [("--port", "65536"), ("--port", "-1"), ("--max-body-mib", str(1 << 44)),
+                                        ("--max-queued-requests", "0"), ("--max-tokens-limit", "-5")])
+def test_serve_options_are_range_checked(pagoda, gen_model, flag, value):
+    # Refused while parsing, before the model loads or a socket is bound.
+    assert_clean_failure(*pagoda("serve", "-m", gen_model(), flag, value, timeout=30), flag)
