@@ -239,8 +239,10 @@ def test_playground_streams_a_reply_in_headless_chromium(pagoda_bin, tiny_model,
         assert s.terminate() == 0
 
 
-def test_bench_serve_measures_a_running_server(pagoda_bin, server):
-    r = subprocess.run([str(pagoda_bin("pagoda")), "bench", "serve", "--base-url", server.base, "--vocab", "512",
+# OpenAI clients take the API root (".../v1") as the base URL; both forms work.
+@pytest.mark.parametrize("root", ["", "/v1/"])
+def test_bench_serve_measures_a_running_server(pagoda_bin, server, root):
+    r = subprocess.run([str(pagoda_bin("pagoda")), "bench", "serve", "--base-url", server.base + root, "--vocab", "512",
                         "--num-prompts", "12", "--input-len", "24", "--output-len", "10", "--max-concurrency", "4",
                         "--json"], capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
