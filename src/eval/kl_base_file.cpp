@@ -128,9 +128,20 @@ Result<KlBaseReader> KlBaseReader::open(const std::string& path) {
   const uint64_t n_tokens = static_cast<uint64_t>(h.n_ctx) * h.n_chunks;
   if (h.n_vocab == 0 || h.n_ctx == 0 || n_tokens > (uint64_t{1} << 32) || h.rows_per_chunk >= h.n_ctx)
     return error("KL base cache {} has a malformed header", path);
+  // Sizes come from the file: checked against its length before anything is sized by
+  // them, so a corrupt header is an error, not a 16 GiB allocation.
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) != 0) return error("cannot read the KL base cache {}", path);
+  r.size_ = static_cast<uint64_t>(st.st_size);
+  if (n_tokens * sizeof(int32_t) > r.remaining()) return error("KL base cache {} is truncated", path);
   h.tokens.resize(n_tokens);
   if (!get(f, h.tokens.data(), h.tokens.size())) return error("KL base cache {} is truncated", path);
   return r;
+}
+
+uint64_t KlBaseReader::remaining() const {
+  const long pos = std::ftell(file_.get());
+  return pos < 0 || static_cast<uint64_t>(pos) > size_ ? 0 : size_ - static_cast<uint64_t>(pos);
 }
 
 Status KlBaseReader::read_row(BaseRow& row) {
@@ -150,6 +161,7 @@ Status KlBaseReader::read_row(BaseRow& row) {
   row.argmax = head.argmax;
   row.sparse = head.layout == kSparse;
   row.ids.clear();
+  if (uint64_t{n} * (sizeof(uint16_t) + (row.sparse ? sizeof(uint32_t) : 0)) > remaining()) return bad("truncated");
   if (row.sparse) {
     row.ids.resize(n);
     if (!get(f, row.ids.data(), n)) return bad("truncated");

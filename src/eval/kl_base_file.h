@@ -90,7 +90,9 @@ class KlBaseReader {
 
  private:
   KlBaseReader() = default;
+  uint64_t remaining() const;  // bytes after the read position
   FilePtr file_;
+  uint64_t size_ = 0;
   std::string path_;
   KlBaseHeader header_;
 };

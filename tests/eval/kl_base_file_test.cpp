@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -128,6 +129,53 @@ TEST_F(KlBaseFile, KeyFollowsTheFileTokensAndShape) {
   std::ofstream(model) << "GGUF other bytes";
   EXPECT_NE(*k, *kl_base_key(model, toks, 4, 1));
   EXPECT_FALSE(kl_base_key((dir_ / "nope.gguf").string(), toks, 4, 1));
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// Found by fuzz/kl_base_fuzz.cc: sizes in a corrupt header or row were allocated before
+// the file was checked to hold them (2^32 tokens: a 16 GiB vector for a small file).
+TEST_F(KlBaseFile, SizesBeyondTheFileAreTruncationNotAllocations) {
+  fs::create_directories(dir_);
+  const std::string path = (dir_ / "small.klbase").string();
+  auto w = KlBaseWriter::create(path, small_header());
+  ASSERT_TRUE(w);
+  BaseRow row;
+  row.codes.assign(6, 3);
+  ASSERT_TRUE(w->write_row(row));
+  ASSERT_TRUE(w->finish());
+  std::vector<char> bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // magic (8), version, n_vocab, n_ctx, n_chunks, rows_per_chunk, 0 (u32 each), key (8),
+  // 4 tokens, then the row: lo, step, nll, argmax, layout, n.
+  constexpr size_t kVocab = 12, kCtx = 16, kChunks = 20, kRowN = 56 + 20;
+  ASSERT_EQ(bytes.size(), 56u + 24u + 12u);
+  auto edited = [&](std::vector<std::pair<size_t, uint32_t>> fields, size_t keep) {
+    std::vector<char> b(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(keep));
+    for (auto [at, v] : fields) std::memcpy(b.data() + at, &v, 4);
+    const std::string p = (dir_ / "edited.klbase").string();
+    std::ofstream(p, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
+    return p;
+  };
+  auto r = KlBaseReader::open(edited({{kCtx, 65536}, {kChunks, 65536}}, bytes.size()));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
+  // A dense row of 2^31 - 1 codes (the vocabulary the header claims) in a file that
+  // ends after the row's head.
+  auto rd = KlBaseReader::open(edited({{kVocab, 0x7fffffff}, {kRowN, 0x7fffffff}}, 56 + 24));
+  ASSERT_TRUE(rd) << rd.status().message();
+  BaseRow back;
+  const Status st = rd->read_row(back);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("truncated"), std::string::npos) << st.message();
+  EXPECT_LT(back.codes.capacity(), 1000u) << "the row was sized before the file was checked";
 }
 
 }  // namespace
