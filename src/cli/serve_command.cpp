@@ -38,6 +38,8 @@ struct ServeArgs {
   int32_t threads = 0;
   int32_t max_tokens_limit = 0;
   size_t max_queued = 512;
+  RequestLimits limits;              // per request; max_tokens 0 here: 16 x the KV capacity
+  int64_t max_seqs_in_flight = 4096;
   size_t max_body_mib = 16;
   EngineArgs engine;
 };
@@ -71,6 +73,7 @@ int run_serve(const ServeArgs& a) {
   Metrics metrics(name);
   EngineLoopConfig lc;
   lc.max_queued = a.max_queued;
+  lc.max_sequences = a.max_seqs_in_flight;
   EngineLoop loop(**engine, &metrics, lc);
   ServerContext sctx;
   sctx.loop = &loop;
@@ -79,6 +82,11 @@ int run_serve(const ServeArgs& a) {
   sctx.model_name = name;
   sctx.max_model_len = (*engine)->max_model_len();
   sctx.max_tokens_limit = a.max_tokens_limit;
+  sctx.limits = a.limits;
+  // A request may ask for a few times what the KV pool holds (samples share the prompt's
+  // blocks and take turns), not unboundedly more.
+  if (sctx.limits.max_tokens == 0)
+    sctx.limits.max_tokens = int64_t{16} * (*engine)->block_pool().num_blocks() * (*engine)->block_pool().block_size();
   ServerOptions so;
   so.host = a.host;
   so.port = a.port;
@@ -136,6 +144,18 @@ Subcommand add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 30));
   sub->add_option("--max-queued-requests", args->max_queued, "Waiting requests beyond which new ones get 429")
       ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-prompts-per-request", args->limits.max_prompts, "Prompts in one request beyond which it gets 400")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-n", args->limits.max_n, "Largest n (samples per prompt) a request may ask")
+      ->check(CLI::Range(1, 128));
+  sub->add_option("--max-seqs-per-request", args->limits.max_sequences, "Prompts x n beyond which a request gets 400")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-request-tokens", args->limits.max_tokens,
+                  "(prompt + max_tokens) x n over a request's prompts beyond which it gets 400 (0: 16 x the KV capacity)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  sub->add_option("--max-seqs-in-flight", args->max_seqs_in_flight,
+                  "Sequences queued or running in the server beyond which new requests get 429")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   sub->add_option("--max-body-mib", args->max_body_mib, "Largest request body in MiB (413 beyond)")
       ->check(CLI::Range(1, 1 << 16));
   add_engine_options(*sub, args->engine);

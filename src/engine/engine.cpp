@@ -176,6 +176,7 @@ void Engine::draw_samples() {
   const int64_t V = model_.config().n_vocab;
   ThreadPool& pool = model_.pool();
   if (draw_rows_.size() < static_cast<size_t>(pool.num_threads())) draw_rows_.resize(pool.num_threads());
+  if (draw_scratch_.size() < static_cast<size_t>(pool.num_threads())) draw_scratch_.resize(pool.num_threads());
   auto draw = [&](int64_t b, int64_t e, int thread) {
     for (int64_t i = b; i < e; ++i) {
       Draw& d = draws_[i];
@@ -186,7 +187,7 @@ void Engine::draw_samples() {
         mine.assign(row.begin(), row.end());
         row = mine;
       }
-      d.token = d.seq->sampler->sample(row, d.seq->tokens);
+      d.token = d.seq->sampler->sample(row, d.seq->tokens, draw_scratch_[thread]);
     }
   };
   // Each sequence draws from its own sampler and RNG, so the split changes no result.

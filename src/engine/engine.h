@@ -128,6 +128,10 @@ class Engine {
   std::vector<float> logits_;
   std::vector<Draw> draws_;
   std::vector<std::vector<float>> draw_rows_;  // per pool thread: a row to sample from
+  // Per pool thread: the samplers' working space. Kept here rather than in each Sampler,
+  // which would hold up to 14 bytes per vocabulary entry for every live sequence (8,192
+  // sequences of a 262k vocabulary: about 30 GB).
+  std::vector<SamplerScratch> draw_scratch_;
   std::vector<RequestId> lingering_;  // reported finished, sequences still padding a static batch
   EngineStats counters_;
   Timer clock_;

@@ -22,9 +22,13 @@ Sampler::Sampler(const SamplingParams& params)
     : params_(params), seed_(resolve_seed(params.seed)), rng_(seed_) {}
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
-  const Survivors survivors = run_chain(logits, history, params_, scratch_);
+  return sample(logits, history, scratch_);
+}
+
+int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history, SamplerScratch& scratch) {
+  const Survivors survivors = run_chain(logits, history, params_, scratch);
   if (survivors.decided) return *survivors.decided;
-  return draw_token(survivors, logits, params_.temperature, uniform01(rng_), scratch_);
+  return draw_token(survivors, logits, params_.temperature, uniform01(rng_), scratch);
 }
 
 std::vector<std::pair<int32_t, float>> Sampler::distribution(

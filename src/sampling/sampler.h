@@ -7,7 +7,10 @@
 // Cost per call: with top-k on (the default), one scan of the vocabulary and a sort of
 // k tokens. Without it, a few vectorized scans, one of them an exponential per token
 // (top-p normalizes over the whole vocabulary), and never a sort of the vocabulary. No
-// allocation once the first call has sized the working space (scratch.h).
+// allocation once the first call has sized the working space (scratch.h). The paths
+// without top-k need working space the size of the vocabulary (3.7 MB at 262k tokens), so
+// an engine with thousands of sequences passes one scratch per thread to sample() instead
+// of letting each Sampler keep its own.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,9 @@ class Sampler {
   // (prompt + generated) for the penalties. Returns -1 only for empty logits. Draws
   // one number from the RNG per call unless temperature <= 0.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
+  // The same with the caller's working space (one per thread, shared by many Samplers);
+  // the result does not depend on which scratch is used.
+  int32_t sample(std::span<float> logits, std::span<const int32_t> history, SamplerScratch& scratch);
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }

@@ -6,6 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <random>
+#include <string_view>
+
+#include "text/utf8.h"
 
 namespace pagoda {
 
@@ -27,6 +30,27 @@ json token_bytes(const std::string& s) {
   return b;
 }
 
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const utf8::Char c = utf8::decode(s, i);
+    if (c.cp == utf8::kInvalid) return false;
+    i += c.len;
+  }
+  return true;
+}
+
+// A token as a key of /v1/completions' top_logprobs: its text, or, when that is not valid
+// UTF-8 (a piece of a character), "bytes:" and its bytes escaped (vLLM's and llama.cpp's
+// form). JSON would turn every such piece into the same "\ufffd", and the object would
+// keep one candidate of several.
+std::string escaped_bytes(const std::string& s) {
+  std::string k = "bytes:";
+  for (unsigned char c : s) k += fmt::format("\\x{:02x}", c);
+  return k;
+}
+
+std::string token_key(const std::string& s) { return valid_utf8(s) ? s : escaped_bytes(s); }
+
 }  // namespace
 
 CompletionSession::CompletionSession(const ServerContext& ctx, ApiRequest req) : ctx_(ctx), req_(std::move(req)) {
@@ -38,6 +62,7 @@ CompletionSession::~CompletionSession() { abort(); }
 
 std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::start(
     const ServerContext& ctx, ApiRequest req, std::vector<std::vector<int32_t>> prompts) {
+  if (auto e = check_request_counts(req, ctx.limits)) return *e;
   if (ctx.max_tokens_limit > 0 && req.params.max_tokens > ctx.max_tokens_limit)
     return ApiError::bad_request(
         fmt::format("'max_tokens' {} exceeds this server's limit of {}", req.params.max_tokens, ctx.max_tokens_limit),
@@ -52,28 +77,31 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::st
     if (auto rejected = ctx.loop->check(p, params))
       return ApiError::bad_request(rejected->message,
                                    rejected->param == "prompt" && req.chat ? "messages" : rejected->param);
+  if (auto e = check_request_tokens(req, prompts, params.max_tokens, ctx.max_model_len, ctx.limits)) return *e;
   std::unique_ptr<CompletionSession> s(new CompletionSession(ctx, std::move(req)));
   const int32_t n = s->req_.params.n;
   for (auto& p : prompts) {
     Prompt pr;
     pr.tokens = static_cast<int32_t>(p.size());
     if (s->req_.echo) pr.echo = ctx.tokenizer->decode(p);
-    EngineLoop::Submitted sub = ctx.loop->submit(std::move(p), params);
-    if (!sub.channel) {
-      s->abort();
-      ApiError e = ApiError::bad_request(sub.error.message());
-      e.status = sub.overloaded ? 429 : 503;
-      e.type = sub.overloaded ? "rate_limit_exceeded" : "service_unavailable";
-      return e;
-    }
-    pr.channel = sub.channel;
     s->prompts_.push_back(std::move(pr));
     s->choices_.resize(s->choices_.size() + static_cast<size_t>(n));
   }
+  // All prompts or none: a request refused for the server's limits holds nothing.
+  EngineLoop::SubmittedAll sub = ctx.loop->submit_all(std::move(prompts), params);
+  if (sub.channels.empty()) {
+    ApiError e = ApiError::bad_request(sub.error.message());
+    e.status = sub.overloaded ? 429 : 503;
+    e.type = sub.overloaded ? "rate_limit_exceeded" : "service_unavailable";
+    return e;
+  }
+  for (size_t i = 0; i < sub.channels.size(); ++i) s->prompts_[i].channel = std::move(sub.channels[i]);
   for (Prompt& pr : s->prompts_) {
     Status st = pr.channel->wait_admitted();
     if (!st.is_ok()) {
+      const bool internal = pr.channel->rejected_internally();
       s->abort();
+      if (internal) return ApiError{500, st.message(), "server_error", "", ""};
       return ApiError::bad_request(st.message(), s->req_.chat ? "messages" : "prompt");
     }
   }
@@ -115,7 +143,15 @@ void CompletionSession::append_logprobs(Choice& c, const StepOutput& o, const st
         {{"token", token_text}, {"logprob", o.logprob}, {"bytes", token_bytes(token_text)}, {"top_logprobs", top}});
   } else {
     json top = json::object();
-    for (const auto& [id, v] : o.top_logprobs) top[tok.token_to_bytes(id, true)] = v;
+    // One key per candidate: two tokens with the same text (a letter and its byte-fallback
+    // token) would share one, so the worse of them (they come best first) takes the
+    // escaped form.
+    for (const auto& [id, v] : o.top_logprobs) {
+      const std::string text = tok.token_to_bytes(id, true);
+      std::string key = token_key(text);
+      if (top.contains(key)) key = escaped_bytes(text);
+      if (!top.contains(key)) top[key] = v;
+    }
     lp["text_offset"].push_back(c.content.size());
     lp["tokens"].push_back(token_text);
     lp["token_logprobs"].push_back(o.logprob);

@@ -29,13 +29,15 @@ struct ServerContext {
   std::string model_name;
   int32_t max_model_len = 0;
   int32_t max_tokens_limit = 0;  // 0: none beyond the context
+  RequestLimits limits;          // per request (openai_request.h); the server-wide ones are the loop's
 };
 
 class CompletionSession {
  public:
-  // Tokenizes, validates lengths and submits. prompts: token ids per prompt (chat: one,
-  // rendered by the caller). An ApiError when the request cannot run (429 when the queue
-  // is full, 503 while shutting down).
+  // Validates counts and lengths and submits. prompts: token ids per prompt (chat: one,
+  // rendered by the caller). An ApiError when the request cannot run (400 over a
+  // per-request limit, 429 when the queue or the server's sequences are full, 503 while
+  // shutting down, 500 when the engine failed to admit it).
   static std::variant<std::unique_ptr<CompletionSession>, ApiError> start(const ServerContext& ctx, ApiRequest req,
                                                                           std::vector<std::vector<int32_t>> prompts);
   ~CompletionSession();

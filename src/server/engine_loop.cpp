@@ -1,5 +1,10 @@
 #include "server/engine_loop.h"
 
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+
 #include "base/log.h"
 
 namespace pagoda {
@@ -37,9 +42,15 @@ void OutputChannel::accept(RequestId id) {
   cv_.notify_all();
 }
 
-void OutputChannel::reject(Status why) {
+bool OutputChannel::rejected_internally() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return state_ == State::kRejected && internal_;
+}
+
+void OutputChannel::reject(Status why, bool internal) {
   std::lock_guard<std::mutex> l(mu_);
   status_ = std::move(why);
+  internal_ = internal;
   state_ = State::kRejected;
   cv_.notify_all();
 }
@@ -58,7 +69,9 @@ void OutputChannel::close(Status why) {
 }
 
 EngineLoop::EngineLoop(Engine& engine, Metrics* metrics, const EngineLoopConfig& config)
-    : engine_(engine), metrics_(metrics), config_(config) {}
+    : engine_(engine), metrics_(metrics), config_(config) {
+  if (const char* v = std::getenv("PAGODA_TEST_STEP_THROW")) throw_at_step_ = std::atoll(v);
+}
 
 EngineLoop::~EngineLoop() {
   {
@@ -72,19 +85,43 @@ EngineLoop::~EngineLoop() {
 void EngineLoop::start() { thread_ = std::thread([this] { run(); }); }
 
 EngineLoop::Submitted EngineLoop::submit(std::vector<int32_t> prompt, const RequestParams& params) {
+  std::vector<std::vector<int32_t>> one;
+  one.push_back(std::move(prompt));
+  SubmittedAll all = submit_all(std::move(one), params);
   Submitted s;
+  if (!all.channels.empty()) s.channel = std::move(all.channels.front());
+  s.overloaded = all.overloaded;
+  s.error = std::move(all.error);
+  return s;
+}
+
+EngineLoop::SubmittedAll EngineLoop::submit_all(std::vector<std::vector<int32_t>> prompts, const RequestParams& params) {
+  SubmittedAll s;
   std::lock_guard<std::mutex> l(mu_);
   if (draining_ || stop_) {
     s.error = error("the server is shutting down");
     return s;
   }
-  if (incoming_.size() + engine_waiting_ >= config_.max_queued) {
+  if (incoming_.size() + engine_waiting_ + prompts.size() > config_.max_queued) {
     s.overloaded = true;
-    s.error = error("too many requests are waiting ({}); retry later", incoming_.size() + engine_waiting_);
+    s.error = error("too many requests are waiting ({}, limit {}, --max-queued-requests); retry later",
+                    incoming_.size() + engine_waiting_, config_.max_queued);
     return s;
   }
-  s.channel = std::make_shared<OutputChannel>(params.n);
-  incoming_.push_back(Pending{std::move(prompt), params, s.channel});
+  const int64_t want = static_cast<int64_t>(prompts.size()) * params.n;
+  if (sequences_ + want > config_.max_sequences) {
+    s.overloaded = true;
+    s.error = error("the server holds {} sequences and this request needs {} more, over the limit of {} "
+                    "(--max-seqs-in-flight); retry later",
+                    sequences_, want, config_.max_sequences);
+    return s;
+  }
+  sequences_ += want;
+  for (auto& p : prompts) {
+    auto ch = std::make_shared<OutputChannel>(params.n);
+    incoming_.push_back(Pending{std::move(p), params, ch});
+    s.channels.push_back(std::move(ch));
+  }
   cv_.notify_all();
   return s;
 }
@@ -116,6 +153,57 @@ size_t EngineLoop::queued() const {
   return incoming_.size() + engine_waiting_;
 }
 
+int64_t EngineLoop::sequences() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return sequences_;
+}
+
+void EngineLoop::release(const OutputChannel& ch) {
+  std::lock_guard<std::mutex> l(mu_);
+  sequences_ -= ch.n();
+}
+
+void EngineLoop::admit(std::deque<Pending>& incoming) {
+  for (Pending& p : incoming) {
+    const int64_t prompt_len = static_cast<int64_t>(p.prompt.size());
+    std::optional<Result<RequestId>> added;
+    try {
+      added.emplace(engine_.add_request(std::move(p.prompt), p.params));
+    } catch (const std::exception& e) {
+      // Whatever add_request built before throwing is the engine's to drop; the request
+      // alone is refused.
+      log_error("admitting a request failed: {}", e.what());
+      release(*p.channel);
+      p.channel->reject(error("the server could not admit the request: {}", e.what()), /*internal=*/true);
+      continue;
+    }
+    const Result<RequestId>& id = *added;
+    if (!id) {
+      release(*p.channel);
+      p.channel->reject(id.status());
+      continue;
+    }
+    p.channel->accept(*id);
+    p.channel->last_token_at.assign(static_cast<size_t>(p.params.n), 0.0);
+    live_[*id] = p.channel;
+    if (metrics_ != nullptr) metrics_->count_prompt_tokens(prompt_len);
+  }
+  incoming.clear();
+}
+
+void EngineLoop::fail_live(const Status& why) {
+  for (auto& [id, ch] : live_) {
+    try {
+      engine_.abort(id);
+    } catch (const std::exception& e) {
+      log_error("dropping request {} after the failure failed too: {}", id, e.what());
+    }
+    release(*ch);
+    ch->close(why);
+  }
+  live_.clear();
+}
+
 void EngineLoop::publish_gauges() {
   const EngineStats st = engine_.stats();
   {
@@ -145,25 +233,18 @@ void EngineLoop::run() {
       aborts.swap(aborts_);
       if (draining_ && incoming.empty() && !engine_.has_work()) break;
     }
-    for (Pending& p : incoming) {
-      const int64_t prompt_len = static_cast<int64_t>(p.prompt.size());
-      auto id = engine_.add_request(std::move(p.prompt), p.params);
-      if (!id) {
-        p.channel->reject(id.status());
-        continue;
-      }
-      p.channel->accept(*id);
-      p.channel->last_token_at.assign(static_cast<size_t>(p.params.n), 0.0);
-      live_[*id] = p.channel;
-      if (metrics_ != nullptr) metrics_->count_prompt_tokens(prompt_len);
-    }
-    incoming.clear();
+    admit(incoming);
     for (const auto& ch : aborts) {
       const RequestId id = ch->id();
       auto it = live_.find(id);
       if (it == live_.end() || it->second != ch) continue;
-      engine_.abort(id);
+      try {
+        engine_.abort(id);
+      } catch (const std::exception& e) {
+        log_error("aborting request {} failed: {}", id, e.what());
+      }
       live_.erase(it);
+      release(*ch);
       ch->close();
       if (metrics_ != nullptr) metrics_->observe_request(0, 0, 0, "abort");
     }
@@ -172,15 +253,22 @@ void EngineLoop::run() {
       publish_gauges();
       continue;
     }
-    auto step = engine_.step();
+    // A step that throws (bad_alloc under a memory cap, length_error, ...) is an engine
+    // failure like an error Status: its live requests get a 500 and the loop goes on.
+    std::optional<Result<std::vector<StepOutput>>> stepped;
+    try {
+      ++steps_;
+      if (steps_ == throw_at_step_) throw std::length_error("PAGODA_TEST_STEP_THROW");
+      stepped.emplace(engine_.step());
+    } catch (const std::exception& e) {
+      stepped.emplace(error("{}", e.what()));
+    } catch (...) {
+      stepped.emplace(error("unknown exception"));
+    }
+    Result<std::vector<StepOutput>>& step = *stepped;
     if (!step) {
-      // An engine failure ends every live request with the error (500), never a crash.
       log_error("engine step failed: {}", step.status().message());
-      for (auto& [id, ch] : live_) {
-        engine_.abort(id);
-        ch->close(step.status());
-      }
-      live_.clear();
+      fail_live(step.status());
       publish_gauges();
       continue;
     }
@@ -202,6 +290,7 @@ void EngineLoop::run() {
                                   finish_reason_name(o.finish));
       ch->push(std::move(o));
       if (finished && ++ch->finished == ch->n()) {
+        release(*ch);
         ch->close();
         live_.erase(it);
       }
@@ -209,8 +298,7 @@ void EngineLoop::run() {
     publish_gauges();
   }
   // Stopped: whatever is still live ends now.
-  for (auto& [id, ch] : live_) ch->close(error("the server stopped"));
-  live_.clear();
+  fail_live(error("the server stopped"));
 }
 
 }  // namespace pagoda

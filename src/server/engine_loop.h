@@ -4,6 +4,17 @@
 // step and hands every output to its channel. A client that goes away aborts its request
 // and the engine frees its KV blocks at the next step. drain() stops admitting new work
 // and returns once every admitted request has finished (SIGTERM's path).
+//
+// Nothing thrown on the loop thread ends the process: a throw while admitting a request
+// rejects that request (a 500 to its handler), a throw in a step fails every live request
+// with the error and the loop goes on serving. The sequences a server holds (queued plus
+// running, n per request) are bounded by max_sequences, because each costs memory the KV
+// budget does not account for (its tokens, sampler, output processor); past it submit()
+// says overloaded (429) rather than queuing.
+//
+// Test hook: PAGODA_TEST_STEP_THROW=N in the environment makes the N-th step (counted
+// from 1) throw std::length_error, so tests can see a failing step become a 500 while the
+// server keeps serving. Read once at construction; unset in production.
 #pragma once
 
 #include <chrono>
@@ -30,6 +41,8 @@ class OutputChannel {
 
   // Waits until the engine accepted or rejected the request; the rejection's reason.
   Status wait_admitted();
+  // After a rejection: whether it was an internal failure (a throw), not the request's fault.
+  bool rejected_internally() const;
   // Moves the available outputs into `out`, waiting up to `timeout` for one. False once
   // the request has finished (or failed) and everything was taken.
   bool take(std::vector<StepOutput>& out, std::chrono::milliseconds timeout);
@@ -39,7 +52,7 @@ class OutputChannel {
 
   // Loop side.
   void accept(RequestId id);
-  void reject(Status why);
+  void reject(Status why, bool internal = false);
   void push(StepOutput o);
   void close(Status why = Status::ok());
   int32_t n() const { return n_; }
@@ -50,6 +63,7 @@ class OutputChannel {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   State state_ = State::kPending;
+  bool internal_ = false;
   Status status_;
   RequestId id_ = 0;
   int32_t n_;
@@ -58,6 +72,8 @@ class OutputChannel {
 
 struct EngineLoopConfig {
   size_t max_queued = 512;  // requests waiting for a slot; beyond, submit() says overloaded
+  // Sequences (n per prompt) queued or running; beyond, submit() says overloaded.
+  int64_t max_sequences = 4096;
 };
 
 class EngineLoop {
@@ -74,6 +90,14 @@ class EngineLoop {
     Status error;
   };
   Submitted submit(std::vector<int32_t> prompt, const RequestParams& params);
+  // All prompts of one API request (params.n samples each), or none of them: a request is
+  // never half queued when the server-wide limits are reached between its prompts.
+  struct SubmittedAll {
+    std::vector<std::shared_ptr<OutputChannel>> channels;
+    bool overloaded = false;
+    Status error;
+  };
+  SubmittedAll submit_all(std::vector<std::vector<int32_t>> prompts, const RequestParams& params);
   // The engine's validation of a request (Engine::check_request), from any thread: a
   // handler checks before it submits so that a refused request gets its 400 at once.
   std::optional<RequestRejection> check(std::span<const int32_t> prompt, const RequestParams& params) const {
@@ -85,10 +109,17 @@ class EngineLoop {
   void drain();
   bool draining() const;
   size_t queued() const;
+  // Sequences queued or running now (what max_sequences bounds).
+  int64_t sequences() const;
 
  private:
   void run();
   void publish_gauges();
+  // Ends every live request with `why` after the engine failed.
+  void fail_live(const Status& why);
+  // A request left the server (finished, aborted, failed or rejected): its sequences no
+  // longer count against max_sequences.
+  void release(const OutputChannel& ch);
 
   Engine& engine_;
   Metrics* metrics_;
@@ -102,10 +133,15 @@ class EngineLoop {
     std::shared_ptr<OutputChannel> channel;
   };
   std::deque<Pending> incoming_;
+  // Hands the incoming requests to the engine; a throw refuses only the request that threw.
+  void admit(std::deque<Pending>& incoming);
   std::vector<std::shared_ptr<OutputChannel>> aborts_;
   bool draining_ = false;
   bool stop_ = false;
   size_t engine_waiting_ = 0;  // the engine's queue, as of the last step
+  int64_t sequences_ = 0;      // queued or running, n per request
+  int64_t throw_at_step_ = 0;  // test hook (see above); 0: off
+  int64_t steps_ = 0;          // loop thread only
   // Loop thread only.
   std::unordered_map<RequestId, std::shared_ptr<OutputChannel>> live_;
 };

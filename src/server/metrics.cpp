@@ -14,6 +14,24 @@ std::string fmt_double(double v) { return fmt::format("{}", v); }
 
 }  // namespace
 
+std::string escape_label_value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+}  // namespace
+
 void Histogram::observe(double v) {
   size_t i = 0;
   while (i < bounds_.size() && v > bounds_[i]) ++i;
@@ -34,7 +52,7 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 }
 
 Metrics::Metrics(std::string model_name)
-    : labels_(fmt::format("model_name=\"{}\"", model_name)),
+    : labels_(fmt::format("model_name=\"{}\"", escape_label_value(model_name))),
       ttft_(latency_buckets()),
       itl_(latency_buckets()),
       e2e_(latency_buckets()),

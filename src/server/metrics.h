@@ -7,9 +7,14 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pagoda {
+
+// A label value as the exposition format quotes it: backslash, double quote and newline
+// escaped (the model name comes from a file name or a flag, so it may hold any of them).
+std::string escape_label_value(std::string_view v);
 
 class Histogram {
  public:

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 
 namespace pagoda {
@@ -135,7 +137,50 @@ std::optional<ApiError> parse_messages(const json& m, ApiRequest& r) {
 
 }  // namespace
 
-std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bool chat) {
+std::optional<ApiError> check_request_counts(const ApiRequest& r, const RequestLimits& limits) {
+  const int64_t prompts = r.chat ? 1 : static_cast<int64_t>(r.prompts.size());
+  const int64_t n = r.params.n;
+  if (limits.max_prompts > 0 && prompts > limits.max_prompts)
+    return ApiError::bad_request(fmt::format("'prompt': {} prompts in one request, over this server's limit of {} "
+                                             "(raise it with --max-prompts-per-request, or split the batch)",
+                                             prompts, limits.max_prompts),
+                                 "prompt");
+  if (limits.max_n > 0 && n > limits.max_n)
+    return ApiError::bad_request(
+        fmt::format("'n': {} is over this server's limit of {} samples per prompt (raise it with --max-n)", n,
+                    limits.max_n),
+        "n");
+  if (limits.max_sequences > 0 && prompts * n > limits.max_sequences)
+    return ApiError::bad_request(fmt::format("'n': {} prompts x n = {} makes {} sequences, over this server's limit of "
+                                             "{} per request (raise it with --max-seqs-per-request)",
+                                             prompts, n, prompts * n, limits.max_sequences),
+                                 "n");
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_request_tokens(const ApiRequest& r, const std::vector<std::vector<int32_t>>& prompts,
+                                             int32_t max_tokens_per_sample, int32_t max_model_len,
+                                             const RequestLimits& limits) {
+  if (limits.max_tokens <= 0) return std::nullopt;
+  const int64_t n = r.params.n;
+  int64_t total = 0;
+  for (const auto& p : prompts) {
+    const int64_t len = static_cast<int64_t>(p.size());
+    const int64_t out = max_tokens_per_sample > 0 ? max_tokens_per_sample : std::max<int64_t>(0, max_model_len - len);
+    total += (len + out) * n;
+  }
+  if (total <= limits.max_tokens) return std::nullopt;
+  const char* param = r.max_tokens_given || !r.chat ? "max_tokens" : "n";
+  return ApiError::bad_request(fmt::format("'{}': the request asks for {} tokens ((prompt tokens + max_tokens) x n over "
+                                           "its prompts{}), over this server's limit of {} per request (raise it "
+                                           "with --max-request-tokens, or lower max_tokens or n)",
+                                           param, total, max_tokens_per_sample > 0 ? "" : ", the context when max_tokens "
+                                                                                           "is not set",
+                                           limits.max_tokens),
+                               param);
+}
+
+std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bool chat, const RequestLimits* limits) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return ApiError::bad_request("the request body is not valid JSON");
   if (!j.is_object()) return ApiError::bad_request("the request body must be a JSON object");
@@ -179,7 +224,8 @@ std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bo
   f.number("presence_penalty", sp.presence_penalty, -2.0, 2.0);
   f.number("frequency_penalty", sp.frequency_penalty, -2.0, 2.0);
   f.number("repetition_penalty", sp.repeat_penalty, 0.01, 10.0);
-  f.number("n", r.params.n, 1, 128);
+  // The ceiling is the server's (--max-n, checked with the other counts), not the parser's.
+  f.number("n", r.params.n, 1, INT32_MAX);
   sp.seed = kRandomSeed;
   if (f.get("seed") != nullptr) {
     int64_t seed = 0;
@@ -217,6 +263,8 @@ std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bo
   if (const json* lb = f.get("logit_bias")) {
     if (!lb->is_object() || !lb->empty()) return ApiError::bad_request("'logit_bias' is not supported", "logit_bias");
   }
+  if (limits != nullptr)
+    if (auto e = check_request_counts(r, *limits)) return *e;
   return r;
 }
 

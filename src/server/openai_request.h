@@ -36,7 +36,30 @@ struct ApiRequest {
   int32_t top_logprobs = 0;       // chat: logprobs=true plus this many alternatives
 };
 
-// Parses a body; `chat` picks the endpoint's schema.
-std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bool chat);
+// How much one request may ask for, so that a body of a few hundred bytes cannot make
+// thousands of sequences (each with its own tokens, sampler and output state): prompts
+// per request, samples per prompt, sequences (prompts x n) and tokens (prompt and
+// completion, times n). Each has a `pagoda serve` flag, named in the 400 that refuses a
+// request over it. 0 turns a limit off.
+struct RequestLimits {
+  int32_t max_prompts = 64;      // --max-prompts-per-request
+  int32_t max_n = 128;           // --max-n (OpenAI's own ceiling)
+  int64_t max_sequences = 256;   // --max-seqs-per-request
+  int64_t max_tokens = 0;        // --max-request-tokens; serve derives it from the KV capacity
+};
+
+// Parses a body; `chat` picks the endpoint's schema. With `limits`, the counts (prompts,
+// n, prompts x n) are checked too, before any prompt is tokenized.
+std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bool chat,
+                                                     const RequestLimits* limits = nullptr);
+
+// The count limits of a parsed request (what parse_api_request checks when given limits).
+std::optional<ApiError> check_request_counts(const ApiRequest& r, const RequestLimits& limits);
+
+// The token limit: the sum over prompts of (prompt tokens + completion tokens) x n, where
+// a sample without max_tokens counts as filling the context (`max_model_len`).
+std::optional<ApiError> check_request_tokens(const ApiRequest& r, const std::vector<std::vector<int32_t>>& prompts,
+                                             int32_t max_tokens_per_sample, int32_t max_model_len,
+                                             const RequestLimits& limits);
 
 }  // namespace pagoda

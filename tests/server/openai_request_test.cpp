@@ -104,5 +104,78 @@ TEST(OpenAiRequest, ErrorBodyHasOpenAisShape) {
   EXPECT_NE(body.find(R"("code":null)"), std::string::npos);
 }
 
+std::string many_prompts(int count, const std::string& extra) {
+  std::string b = R"({"prompt": [)";
+  for (int i = 0; i < count; ++i) b += (i ? ",\"p" : "\"p") + std::to_string(i) + "\"";
+  return b + "]" + extra + "}";
+}
+
+ApiError over(const std::string& body, const RequestLimits& limits, bool chat = false) {
+  auto r = parse_api_request(body, chat, &limits);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+// The issue's amplification request: ~700 bytes asking for 8,192 sequences.
+TEST(OpenAiRequestLimits, AmplificationIsA400NamingTheLimit) {
+  const RequestLimits limits;
+  const ApiError e = over(many_prompts(64, R"(, "n": 128, "max_tokens": 2)"), limits);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "n");
+  EXPECT_NE(e.message.find("8192"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("--max-seqs-per-request"), std::string::npos) << e.message;
+}
+
+TEST(OpenAiRequestLimits, PromptCountIsBounded) {
+  RequestLimits limits;
+  limits.max_prompts = 4;
+  const ApiError e = over(many_prompts(5, ""), limits);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_NE(e.message.find("--max-prompts-per-request"), std::string::npos) << e.message;
+  auto at = parse_api_request(many_prompts(4, ""), false, &limits);
+  EXPECT_TRUE(std::holds_alternative<ApiRequest>(at));
+}
+
+TEST(OpenAiRequestLimits, NIsBoundedByTheFlagNotTheParser) {
+  RequestLimits limits;
+  limits.max_n = 8;
+  const ApiError e = over(R"({"prompt": "x", "n": 9})", limits);
+  EXPECT_EQ(e.param, "n");
+  EXPECT_NE(e.message.find("--max-n"), std::string::npos) << e.message;
+  EXPECT_NE(over(R"({"prompt": "x", "n": 129})", RequestLimits{}).message.find("--max-n"), std::string::npos);
+  // Within the limits every count passes, and chat counts as one prompt.
+  auto r = parse_api_request(R"({"messages": [{"role": "user", "content": "x"}], "n": 8})", true, &limits);
+  EXPECT_TRUE(std::holds_alternative<ApiRequest>(r));
+}
+
+TEST(OpenAiRequestLimits, SequencesArePromptsTimesN) {
+  RequestLimits limits;
+  limits.max_sequences = 12;
+  EXPECT_TRUE(std::holds_alternative<ApiRequest>(parse_api_request(many_prompts(3, R"(, "n": 4)"), false, &limits)));
+  const ApiError e = over(many_prompts(3, R"(, "n": 5)"), limits);
+  EXPECT_EQ(e.param, "n");
+  EXPECT_NE(e.message.find("15 sequences"), std::string::npos) << e.message;
+}
+
+TEST(OpenAiRequestLimits, TokensCountPromptAndCompletionTimesN) {
+  RequestLimits limits;
+  limits.max_tokens = 100;
+  ApiRequest r = ok(R"({"prompt": "x", "n": 4, "max_tokens": 20})");
+  const std::vector<std::vector<int32_t>> five(1, std::vector<int32_t>(5, 1));
+  EXPECT_FALSE(check_request_tokens(r, five, 20, 1000, limits));  // (5 + 20) x 4 = 100
+  r.params.n = 5;
+  const auto e = check_request_tokens(r, five, 20, 1000, limits);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "max_tokens");
+  EXPECT_NE(e->message.find("--max-request-tokens"), std::string::npos) << e->message;
+  // Without max_tokens a sample may fill the context.
+  ApiRequest chat = ok(R"({"messages": [{"role": "user", "content": "x"}]})", true);
+  EXPECT_TRUE(check_request_tokens(chat, five, -1, 101, limits));
+  EXPECT_FALSE(check_request_tokens(chat, five, -1, 100, limits));
+  limits.max_tokens = 0;
+  EXPECT_FALSE(check_request_tokens(chat, five, -1, 1 << 30, limits));
+}
+
 }  // namespace
 }  // namespace pagoda
