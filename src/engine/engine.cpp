@@ -140,7 +140,16 @@ bool Engine::abort(RequestId id) {
   for (auto& s : it->second.seqs)
     if (s->status != SeqStatus::kFinished) scheduler_->remove(s.get());
   requests_.erase(it);
+  if (requests_.empty()) {  // as at the end of step()
+    release_rows();
+  }
   return true;
+}
+
+void Engine::release_rows() {
+  // Swapped out, not assigned {}: that would keep the capacity.
+  std::vector<float>().swap(logits_);
+  std::vector<std::vector<float>>().swap(draw_rows_);
 }
 
 void Engine::fork(RequestRecord& r, Sequence& parent) {
@@ -291,6 +300,11 @@ Result<std::vector<StepOutput>> Engine::step() {
     requests_.erase(it);
     return true;
   });
+  // The logits hold a vocabulary-wide row per sequence of the widest step (1 MiB each at
+  // 262k tokens); an idle engine gives them back rather than keep a burst's worth.
+  if (requests_.empty()) {
+    release_rows();
+  }
   return outputs;
 }
 

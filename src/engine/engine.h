@@ -113,6 +113,9 @@ class Engine {
   // Whether the sequence reached its max_tokens or the model length with its last token.
   bool at_length(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
+  // Frees the logits and the sampling rows (vocabulary-wide, one per sequence of the
+  // widest step), for an idle engine.
+  void release_rows();
 
   Model& model_;
   const Tokenizer* tokenizer_;
