@@ -78,6 +78,13 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::st
       return ApiError::bad_request(rejected->message,
                                    rejected->param == "prompt" && req.chat ? "messages" : rejected->param);
   if (auto e = check_request_tokens(req, prompts, params.max_tokens, ctx.max_model_len, ctx.limits)) return *e;
+  // More sequences than the whole server holds would get 429 forever: that is the request's fault.
+  const int64_t seqs = static_cast<int64_t>(prompts.size()) * req.params.n;
+  if (seqs > ctx.loop->max_sequences())
+    return ApiError::bad_request(fmt::format("'n': the request makes {} sequences, more than this server ever holds "
+                                             "at once ({}; raise it with --max-seqs-in-flight)",
+                                             seqs, ctx.loop->max_sequences()),
+                                 "n");
   std::unique_ptr<CompletionSession> s(new CompletionSession(ctx, std::move(req)));
   const int32_t n = s->req_.params.n;
   for (auto& p : prompts) {

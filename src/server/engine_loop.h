@@ -111,6 +111,7 @@ class EngineLoop {
   size_t queued() const;
   // Sequences queued or running now (what max_sequences bounds).
   int64_t sequences() const;
+  int64_t max_sequences() const { return config_.max_sequences; }
 
  private:
   void run();

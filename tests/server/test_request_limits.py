@@ -81,6 +81,9 @@ def test_server_wide_sequences_answer_429_with_retry_after(pagoda_bin, tiny_mode
         assert refused.headers.get("Retry-After") == "1"
         e = error_of(refused)
         assert e["type"] == "rate_limit_exceeded" and "--max-seqs-in-flight" in e["message"], e
+        # A request that could never fit is the client's error, not a reason to retry.
+        r = s.post("/v1/completions", json={"prompt": "b", "n": 7, "max_tokens": 1})
+        assert r.status_code == 400 and "--max-seqs-in-flight" in error_of(r)["message"], r.text
         # The held sequences were given back: the same request now runs.
         r = s.post("/v1/completions", json={"prompt": "b", "n": 4, "max_tokens": 1})
         assert r.status_code == 200, r.text
