@@ -41,6 +41,8 @@ struct ServeArgs {
   RequestLimits limits;              // per request; max_tokens 0 here: 16 x the KV capacity
   int64_t max_seqs_in_flight = 4096;
   size_t max_body_mib = 16;
+  ServerOptions http;                // transport limits; host, port, key and body set above
+  size_t max_header_kib = 16;
   EngineArgs engine;
 };
 
@@ -87,7 +89,8 @@ int run_serve(const ServeArgs& a) {
   // blocks and take turns), not unboundedly more.
   if (sctx.limits.max_tokens == 0)
     sctx.limits.max_tokens = int64_t{16} * (*engine)->block_pool().num_blocks() * (*engine)->block_pool().block_size();
-  ServerOptions so;
+  ServerOptions so = a.http;
+  so.max_header_bytes = a.max_header_kib << 10;
   so.host = a.host;
   so.port = a.port;
   so.api_key = a.api_key;
@@ -158,6 +161,26 @@ Subcommand add_serve_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   sub->add_option("--max-body-mib", args->max_body_mib, "Largest request body in MiB (413 beyond)")
       ->check(CLI::Range(1, 1 << 16));
+  // Transport limits (docs/serving.md): hostile or slow clients cost a socket, not a thread.
+  sub->add_option("--http-threads", args->http.http_threads, "Requests handled at once (a stream holds one)")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--max-queued-http", args->http.max_queued_http,
+                  "Complete requests waiting for a handler thread beyond which new ones get 503")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-connections", args->http.max_connections,
+                  "Open connections beyond which a new one gets 503 and is closed")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--max-header-kib", args->max_header_kib, "Largest request header in KiB (431 beyond)")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--header-timeout", args->http.header_timeout_s, "Seconds to receive a request's headers")
+      ->check(CLI::Range(0.05, 3600.0));
+  sub->add_option("--body-timeout", args->http.body_timeout_s, "Seconds to receive a request's body")
+      ->check(CLI::Range(0.05, 3600.0));
+  sub->add_option("--keep-alive-timeout", args->http.idle_timeout_s,
+                  "Seconds an idle keep-alive connection waits for its next request")
+      ->check(CLI::Range(0.05, 3600.0));
+  sub->add_option("--write-timeout", args->http.write_timeout_s, "Seconds one write to a slow reader may take")
+      ->check(CLI::Range(0.05, 36000.0));
   add_engine_options(*sub, args->engine);
   return {"serve", sub, [args] { return run_serve(*args); }};
 }
