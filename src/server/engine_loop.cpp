@@ -166,27 +166,32 @@ void EngineLoop::release(const OutputChannel& ch) {
 void EngineLoop::admit(std::deque<Pending>& incoming) {
   for (Pending& p : incoming) {
     const int64_t prompt_len = static_cast<int64_t>(p.prompt.size());
-    std::optional<Result<RequestId>> added;
+    RequestId added = 0;
     try {
-      added.emplace(engine_.add_request(std::move(p.prompt), p.params));
+      Result<RequestId> id = engine_.add_request(std::move(p.prompt), p.params);
+      if (!id) {
+        release(*p.channel);
+        p.channel->reject(id.status());
+        continue;
+      }
+      added = *id;
+      live_[added] = p.channel;
+      p.channel->last_token_at.assign(static_cast<size_t>(p.params.n), 0.0);
+      p.channel->accept(added);
+      if (metrics_ != nullptr) metrics_->count_prompt_tokens(prompt_len);
     } catch (const std::exception& e) {
-      // Whatever add_request built before throwing is the engine's to drop; the request
-      // alone is refused.
+      // The request alone is refused; what the engine built of it before the throw goes.
       log_error("admitting a request failed: {}", e.what());
+      if (added != 0) {
+        live_.erase(added);
+        try {
+          engine_.abort(added);
+        } catch (const std::exception&) {
+        }
+      }
       release(*p.channel);
       p.channel->reject(error("the server could not admit the request: {}", e.what()), /*internal=*/true);
-      continue;
     }
-    const Result<RequestId>& id = *added;
-    if (!id) {
-      release(*p.channel);
-      p.channel->reject(id.status());
-      continue;
-    }
-    p.channel->accept(*id);
-    p.channel->last_token_at.assign(static_cast<size_t>(p.params.n), 0.0);
-    live_[*id] = p.channel;
-    if (metrics_ != nullptr) metrics_->count_prompt_tokens(prompt_len);
   }
   incoming.clear();
 }
@@ -233,72 +238,85 @@ void EngineLoop::run() {
       aborts.swap(aborts_);
       if (draining_ && incoming.empty() && !engine_.has_work()) break;
     }
-    admit(incoming);
-    for (const auto& ch : aborts) {
-      const RequestId id = ch->id();
-      auto it = live_.find(id);
-      if (it == live_.end() || it->second != ch) continue;
-      try {
-        engine_.abort(id);
-      } catch (const std::exception& e) {
-        log_error("aborting request {} failed: {}", id, e.what());
-      }
-      live_.erase(it);
-      release(*ch);
-      ch->close();
-      if (metrics_ != nullptr) metrics_->observe_request(0, 0, 0, "abort");
-    }
-    aborts.clear();
-    if (!engine_.has_work()) {
-      publish_gauges();
-      continue;
-    }
-    // A step that throws (bad_alloc under a memory cap, length_error, ...) is an engine
-    // failure like an error Status: its live requests get a 500 and the loop goes on.
-    std::optional<Result<std::vector<StepOutput>>> stepped;
     try {
-      ++steps_;
-      if (steps_ == throw_at_step_) throw std::length_error("PAGODA_TEST_STEP_THROW");
-      stepped.emplace(engine_.step());
+      iterate(incoming, aborts);
     } catch (const std::exception& e) {
-      stepped.emplace(error("{}", e.what()));
-    } catch (...) {
-      stepped.emplace(error("unknown exception"));
+      // A backstop: whatever threw outside the guarded calls (handing out outputs, the
+      // gauges) ends the live requests, never the process.
+      log_error("engine loop failed: {}", e.what());
+      incoming.clear();
+      aborts.clear();
+      fail_live(error("engine loop failed: {}", e.what()));
     }
-    Result<std::vector<StepOutput>>& step = *stepped;
-    if (!step) {
-      log_error("engine step failed: {}", step.status().message());
-      fail_live(step.status());
-      publish_gauges();
-      continue;
-    }
-    for (StepOutput& o : *step) {
-      auto it = live_.find(o.request);
-      if (it == live_.end()) continue;
-      const std::shared_ptr<OutputChannel> ch = it->second;
-      if (metrics_ != nullptr && o.token >= 0) {
-        metrics_->count_generation_tokens(1);
-        const size_t idx = static_cast<size_t>(o.index);
-        if (o.output_tokens == 1) metrics_->observe_ttft(o.first_token_time - o.arrival_time);
-        else if (idx < ch->last_token_at.size() && ch->last_token_at[idx] > 0)
-          metrics_->observe_inter_token(o.token_time - ch->last_token_at[idx]);
-        if (idx < ch->last_token_at.size()) ch->last_token_at[idx] = o.token_time;
-      }
-      const bool finished = o.finish != FinishReason::kNone;
-      if (finished && metrics_ != nullptr)
-        metrics_->observe_request(o.finish_time - o.arrival_time, o.prompt_tokens, o.output_tokens,
-                                  finish_reason_name(o.finish));
-      ch->push(std::move(o));
-      if (finished && ++ch->finished == ch->n()) {
-        release(*ch);
-        ch->close();
-        live_.erase(it);
-      }
-    }
-    publish_gauges();
   }
   // Stopped: whatever is still live ends now.
   fail_live(error("the server stopped"));
+}
+
+void EngineLoop::iterate(std::deque<Pending>& incoming, std::vector<std::shared_ptr<OutputChannel>>& aborts) {
+  admit(incoming);
+  for (const auto& ch : aborts) {
+    const RequestId id = ch->id();
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second != ch) continue;
+    try {
+      engine_.abort(id);
+    } catch (const std::exception& e) {
+      log_error("aborting request {} failed: {}", id, e.what());
+    }
+    live_.erase(it);
+    release(*ch);
+    ch->close();
+    if (metrics_ != nullptr) metrics_->observe_request(0, 0, 0, "abort");
+  }
+  aborts.clear();
+  if (!engine_.has_work()) {
+    publish_gauges();
+    return;
+  }
+  // A step that throws (bad_alloc under a memory cap, length_error, ...) is an engine
+  // failure like an error Status: its live requests get a 500 and the loop goes on.
+  std::optional<Result<std::vector<StepOutput>>> stepped;
+  try {
+    ++steps_;
+    if (steps_ == throw_at_step_) throw std::length_error("PAGODA_TEST_STEP_THROW");
+    stepped.emplace(engine_.step());
+  } catch (const std::exception& e) {
+    stepped.emplace(error("{}", e.what()));
+  } catch (...) {
+    stepped.emplace(error("unknown exception"));
+  }
+  Result<std::vector<StepOutput>>& step = *stepped;
+  if (!step) {
+    log_error("engine step failed: {}", step.status().message());
+    fail_live(step.status());
+    publish_gauges();
+    return;
+  }
+  for (StepOutput& o : *step) {
+    auto it = live_.find(o.request);
+    if (it == live_.end()) continue;
+    const std::shared_ptr<OutputChannel> ch = it->second;
+    if (metrics_ != nullptr && o.token >= 0) {
+      metrics_->count_generation_tokens(1);
+      const size_t idx = static_cast<size_t>(o.index);
+      if (o.output_tokens == 1) metrics_->observe_ttft(o.first_token_time - o.arrival_time);
+      else if (idx < ch->last_token_at.size() && ch->last_token_at[idx] > 0)
+        metrics_->observe_inter_token(o.token_time - ch->last_token_at[idx]);
+      if (idx < ch->last_token_at.size()) ch->last_token_at[idx] = o.token_time;
+    }
+    const bool finished = o.finish != FinishReason::kNone;
+    if (finished && metrics_ != nullptr)
+      metrics_->observe_request(o.finish_time - o.arrival_time, o.prompt_tokens, o.output_tokens,
+                                finish_reason_name(o.finish));
+    ch->push(std::move(o));
+    if (finished && ++ch->finished == ch->n()) {
+      release(*ch);
+      ch->close();
+      live_.erase(it);
+    }
+  }
+  publish_gauges();
 }
 
 }  // namespace pagoda

@@ -136,6 +136,8 @@ class EngineLoop {
   std::deque<Pending> incoming_;
   // Hands the incoming requests to the engine; a throw refuses only the request that threw.
   void admit(std::deque<Pending>& incoming);
+  // One turn of the loop after taking the queues: admit, abort, step, hand out outputs.
+  void iterate(std::deque<Pending>& incoming, std::vector<std::shared_ptr<OutputChannel>>& aborts);
   std::vector<std::shared_ptr<OutputChannel>> aborts_;
   bool draining_ = false;
   bool stop_ = false;
