@@ -332,9 +332,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
     msg->body() = srv_->error_body(status, message);
     msg->keep_alive(false);
     msg->prepare_payload();
-    http::async_write(stream_, *msg, [self = shared_from_this(), msg, status](error_code, size_t) {
+    http::async_write(stream_, *msg, [self = shared_from_this(), msg, status](error_code ec, size_t) {
       self->srv_->on_status(status);
-      self->close();
+      if (ec) return self->close();
+      self->linger_close();
+    });
+  }
+
+  // Closing with unread request bytes makes the kernel send a reset, which can destroy
+  // the error response before the client reads it; read and drop for a moment first.
+  void linger_close() {
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::milliseconds(1000));
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(16384), [self = shared_from_this()](error_code ec, size_t) {
+      if (ec) return self->close();
+      self->linger_close();
     });
   }
 

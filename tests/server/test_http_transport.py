@@ -228,3 +228,13 @@ def test_range_is_ignored(server):
     assert r.json()["object"] == "text_completion"
     r = server.post("/v1/completions", json={"prompt": "a", "max_tokens": 4}, headers={"Range": "bytes=99999-"})
     assert r.status_code == 200 and r.json()["choices"]
+
+
+def test_oversized_headers_get_431(server):
+    c = connect(server.port)
+    c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (64 << 10) + b"\r\n\r\n")
+    data, elapsed = read_until_closed(c, 5)
+    c.close()
+    assert data.startswith(b"HTTP/1.1 431") and elapsed < 1.0, (data[:100], elapsed)
+    assert json.loads(data.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "invalid_request_error"
+    assert server.get("/health").status_code == 200
