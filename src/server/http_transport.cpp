@@ -295,7 +295,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!keep_alive_) head += "Connection: close\r\n";
     head += "\r\n";
     srv_->on_status(res.status);
-    if (res.on_abort) req_->on_hangup(res.on_abort);
+    // No hang-up watch here: the stream notices a gone client at its next write, and
+    // on_abort then runs on this thread, the one that reads the stream.
     bool ok = write_from_worker(std::move(head));
     for (bool more = ok; more;) {
       std::string events;

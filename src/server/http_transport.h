@@ -41,8 +41,9 @@ struct HttpRequest {
   std::string path;    // without the query
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  // Runs `fn` once (on the I/O thread) if the client hangs up before the response is
-  // written; set by the transport, callable from the handler.
+  // Runs `fn` once, on the I/O thread and so concurrently with the handler, if the
+  // client hangs up before the response is written (a FIN or reset on the socket; bytes
+  // of a pipelined request end the watch instead). Set by the transport.
   std::function<void(std::function<void()> fn)> on_hangup;
 
   std::string header(std::string_view name) const;  // case-insensitive; empty if absent
