@@ -331,6 +331,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto msg = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
     msg->set(http::field::content_type, "application/json");
     msg->body() = srv_->error_body(status, message);
+    if (status == 503) msg->set(http::field::retry_after, "1");
     msg->keep_alive(false);
     msg->prepare_payload();
     http::async_write(stream_, *msg, [self = shared_from_this(), msg, status](error_code ec, size_t) {
