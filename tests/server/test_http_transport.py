@@ -192,20 +192,55 @@ def test_pipelined_requests_are_answered_in_order(server):
     c.close()
 
 
-def test_non_streaming_client_leaving_aborts_it(pagoda_bin, tmp_path):
-    # A long context so the request cannot finish before the client leaves.
-    model = tmp_path / "tiny-long.gguf"
+@pytest.fixture(scope="module")
+def long_model(pagoda_bin, tmp_path_factory):
+    # A long context, so that a request cannot finish before its client leaves.
+    model = tmp_path_factory.mktemp("transport") / "tiny-long.gguf"
     cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", "llama", "--type", "Q8_0", "--dim", "64", "--layers", "2",
            "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", "512", "--ctx", "32768", "--seed", "5",
            "-o", str(model)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-    s = Server(pagoda_bin, model)
+    return model
+
+
+def send_long_completion(port: int) -> socket.socket:
+    body = json.dumps({"prompt": "hello", "n": 4, "max_tokens": 30000, "ignore_eos": True}).encode()
+    c = connect(port)
+    c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    return c
+
+
+def test_busy_handler_threads_queue_then_503(pagoda_bin, long_model):
+    s = Server(pagoda_bin, long_model, "--http-threads", "2", "--max-queued-http", "1")
+    try:
+        a = send_long_completion(s.port)  # holds one handler thread
+        time.sleep(0.5)
+        b = send_long_completion(s.port)  # the other
+        time.sleep(0.5)
+        queued = connect(s.port)
+        queued.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.2)
+        over = connect(s.port)
+        over.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        data, elapsed = read_until_closed(over, 3)
+        assert data.startswith(b"HTTP/1.1 503") and elapsed < 1.0, (data[:100], elapsed)
+        assert b"retry-after: 1" in data.lower()
+        assert json.loads(data.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "server_error"
+        a.close()  # a thread frees up: the queued request is answered
+        queued.settimeout(5)
+        assert queued.recv(4096).startswith(b"HTTP/1.1 200")
+        for c in (b, queued, over):
+            c.close()
+    finally:
+        assert s.terminate() == 0, s.output()
+
+
+def test_non_streaming_client_leaving_aborts_it(pagoda_bin, long_model):
+    s = Server(pagoda_bin, long_model)
     try:
         aborted0 = metric(s, "request_success_total", 'finished_reason="abort"')
-        body = json.dumps({"prompt": "hello", "n": 4, "max_tokens": 30000, "ignore_eos": True}).encode()
-        c = connect(s.port)
-        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        c = send_long_completion(s.port)
         time.sleep(1.0)
         assert metric(s, "num_requests_running") > 0, "the request finished before the client left"
         c.close()
