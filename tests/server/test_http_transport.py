@@ -213,15 +213,20 @@ def send_long_completion(port: int) -> socket.socket:
 
 def test_busy_handler_threads_queue_then_503(pagoda_bin, long_model):
     s = Server(pagoda_bin, long_model, "--http-threads", "2", "--max-queued-http", "1")
+    socks = []
     try:
         a = send_long_completion(s.port)  # holds one handler thread
+        socks.append(a)
         time.sleep(0.5)
         b = send_long_completion(s.port)  # the other
+        socks.append(b)
         time.sleep(0.5)
         queued = connect(s.port)
+        socks.append(queued)
         queued.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         time.sleep(0.2)
         over = connect(s.port)
+        socks.append(over)
         over.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         data, elapsed = read_until_closed(over, 3)
         assert data.startswith(b"HTTP/1.1 503") and elapsed < 1.0, (data[:100], elapsed)
@@ -230,9 +235,9 @@ def test_busy_handler_threads_queue_then_503(pagoda_bin, long_model):
         a.close()  # a thread frees up: the queued request is answered
         queued.settimeout(5)
         assert queued.recv(4096).startswith(b"HTTP/1.1 200")
-        for c in (b, queued, over):
-            c.close()
     finally:
+        for c in socks:  # hung up: their requests abort and the server can drain
+            c.close()
         assert s.terminate() == 0, s.output()
 
 
