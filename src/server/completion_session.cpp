@@ -116,6 +116,9 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::st
 }
 
 void CompletionSession::abort() {
+  // The transport's hang-up watch (I/O thread) and wait_json on the handler's thread
+  // may both abort: once is enough, and `closed` must not be written by both at once.
+  std::lock_guard<std::mutex> l(abort_mu_);
   for (Prompt& p : prompts_)
     if (!p.closed && p.channel) {
       ctx_.loop->abort(p.channel);
@@ -207,9 +210,12 @@ void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::st
   // request already, a stop string included).
   bool prompt_done = true;
   for (int32_t i = 0; i < n; ++i) prompt_done = prompt_done && choices_[p * static_cast<size_t>(n) + static_cast<size_t>(i)].done;
-  if (prompt_done && !prompts_[p].closed) {
-    ctx_.loop->abort(prompts_[p].channel);
-    prompts_[p].closed = true;
+  if (prompt_done) {
+    std::lock_guard<std::mutex> l(abort_mu_);
+    if (!prompts_[p].closed) {
+      ctx_.loop->abort(prompts_[p].channel);
+      prompts_[p].closed = true;
+    }
   }
 }
 

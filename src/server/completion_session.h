@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <variant>
 #include <vector>
@@ -82,6 +83,7 @@ class CompletionSession {
   int64_t created_ = 0;
   bool finished_events_ = false;
   std::optional<ApiError> failure_;
+  std::mutex abort_mu_;  // guards Prompt::closed: abort() may come from the transport's I/O thread
 };
 
 }  // namespace pagoda

@@ -64,7 +64,7 @@ struct HttpServer::Impl {
 
   HttpResponse completions(HttpRequest& req, bool chat) {
     if (auto denied = unauthorized(req)) return std::move(*denied);
-    auto parsed = parse_api_request(req.body, chat);
+    auto parsed = parse_api_request(req.body, chat, &ctx.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
     ApiRequest r = std::move(std::get<ApiRequest>(parsed));
     std::vector<std::vector<int32_t>> prompts;
