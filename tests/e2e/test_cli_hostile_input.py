@@ -23,7 +23,7 @@ def patched_u32(src, dst, key: bytes, value: int):
 
 def with_string(src, dst, key: str, value: bytes):
     """A copy of src with one more string key (the gguf package writes it)."""
-    from gguf import GGUFReader, GGUFWriter
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
     r = GGUFReader(str(src))
     arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
     w = GGUFWriter(str(dst), arch)
@@ -31,7 +31,7 @@ def with_string(src, dst, key: str, value: bytes):
         if name.startswith("GGUF.") or name in ("general.architecture", "general.alignment"):
             continue
         w.add_key_value(name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1 else None)
-    w.add_key_value(key, value, __import__("gguf").GGUFValueType.STRING)
+    w.add_key_value(key, value, GGUFValueType.STRING)
     for t in r.tensors:
         w.add_tensor(t.name, t.data)  # F32 models only: the array's shape is the tensor's
     w.write_header_to_file()
