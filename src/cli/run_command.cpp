@@ -18,6 +18,7 @@
 #include "cli/engine_options.h"
 #include "engine/generator.h"
 #include "cli/model_loader.h"
+#include "constrain/constraint.h"
 
 namespace pagoda {
 namespace {
@@ -40,8 +41,21 @@ struct RunArgs {
   std::string logits_out;
   SamplingParams sp;
   int64_t seed = -1;
+  std::string json_schema;  // text or a file holding it
+  std::string grammar;
   EngineArgs engine;
 };
+
+// A value that names an existing file is that file's contents; anything else is the text.
+Result<std::string> text_or_file(const std::string& v) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(v, ec)) return v;
+  std::ifstream in(v, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in && !in.eof()) return error("cannot read {}", v);
+  return ss.str();
+}
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -107,6 +121,20 @@ int run_run(const RunArgs& a, bool use_ids) {
   opts.stop = a.stop;
   opts.sampling = a.sp;
   opts.sampling.seed = a.seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(a.seed);
+  if (!a.json_schema.empty() || !a.grammar.empty()) {
+    if (!tokenizer) return fail(error("--json-schema and --grammar need the model's tokenizer"));
+    const bool schema = !a.json_schema.empty();
+    auto text = text_or_file(schema ? a.json_schema : a.grammar);
+    if (!text) return fail(text.status());
+    ConstraintSpec spec;
+    spec.kind = schema ? ConstraintKind::kJsonSchema : ConstraintKind::kGrammar;
+    spec.text = std::move(text.value());
+    auto compiler = ConstraintCompiler::create(*tokenizer, static_cast<int32_t>(model.config().n_vocab), a.threads);
+    if (!compiler) return fail(compiler.status());
+    auto compiled = (*compiler)->compile(spec);
+    if (!compiled) return fail(error("{}: {}", schema ? "--json-schema" : "--grammar", compiled.status().message()));
+    opts.constraint = std::move(compiled.value());
+  }
 
   // Echo the prompt as llama.cpp does, then stream the continuation.
   if (tokenizer && !use_ids) {
@@ -162,6 +190,11 @@ Subcommand add_run_command(CLI::App& app) {
   add_threads_option(*sub, args->threads);
   add_context_option(*sub, args->ctx, "Context size in tokens (0: the model's trained context)");
   add_generation_options(*sub, args->sp, args->seed, args->stop);
+  CLI::Option* schema = sub->add_option("-j,--json-schema", args->json_schema,
+                                        "Constrain the output to this JSON schema (its text, or a file holding it)");
+  sub->add_option("--grammar", args->grammar,
+                  "Constrain the output to this GBNF/EBNF grammar with a root rule (its text, or a file)")
+      ->excludes(schema);
   sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-text tokens");
   sub->add_flag("--no-bos", args->no_bos, "Do not add the BOS token to the prompt");
   sub->add_flag("--no-stats", args->quiet_stats, "Do not print the stats line");

@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/thread_pool.h"
+#include "constrain/constraint.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/engine_options.h"
@@ -85,6 +86,9 @@ int run_serve(const ServeArgs& a) {
   sctx.max_model_len = (*engine)->max_model_len();
   sctx.max_tokens_limit = a.max_tokens_limit;
   sctx.limits = a.limits;
+  auto constraints = ConstraintCompiler::create(*tokenizer, static_cast<int32_t>(model.config().n_vocab), a.threads);
+  if (!constraints) return fail(constraints.status());
+  sctx.constraints = constraints->get();
   // A request may ask for a few times what the KV pool holds (samples share the prompt's
   // blocks and take turns), not unboundedly more.
   if (sctx.limits.max_tokens == 0)

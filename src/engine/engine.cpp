@@ -127,6 +127,7 @@ Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const Request
   s->tokens = std::move(prompt);
   s->sampler = std::make_unique<Sampler>(params.sampling);
   s->output = std::make_unique<OutputProcessor>(tokenizer_, r.params);
+  if (params.constraint) s->constraint = std::make_unique<ConstraintMatcher>(params.constraint);
   s->arrival_time = clock_.seconds();
   scheduler_->add(s.get());
   r.seqs.push_back(std::move(s));
@@ -167,6 +168,7 @@ void Engine::fork(RequestRecord& r, Sequence& parent) {
     if (sp.seed != kRandomSeed) sp.seed = sp.seed + static_cast<uint64_t>(i);
     c->sampler = std::make_unique<Sampler>(sp);
     c->output = std::make_unique<OutputProcessor>(tokenizer_, r.params);
+    if (parent.constraint) c->constraint = parent.constraint->fork();
     c->forked = true;
     c->cached_prompt_tokens = parent.cached_prompt_tokens;
     c->arrival_time = parent.arrival_time;
@@ -196,6 +198,7 @@ void Engine::draw_samples() {
         mine.assign(row.begin(), row.end());
         row = mine;
       }
+      if (d.seq->constraint) d.seq->constraint->mask(row);
       d.token = d.seq->sampler->sample(row, d.seq->tokens, draw_scratch_[thread]);
     }
   };
@@ -228,7 +231,11 @@ void Engine::record_sample(const Draw& d, StepOutput& out) {
   out.prompt_tokens = s.prompt_len;
   out.cached_prompt_tokens = s.cached_prompt_tokens;
   out.output_tokens = s.output_len();
-  OutputProcessor::Update u = s.output->push(tok, at_length(s));
+  // The mask allowed only tokens the grammar accepts, so accept() cannot fail here; a
+  // complete grammar has taken its stop token and ends the sample even under ignore_eos.
+  bool grammar_done = false;
+  if (s.constraint) grammar_done = !s.constraint->accept(tok) || s.constraint->terminated();
+  OutputProcessor::Update u = s.output->push(tok, at_length(s), grammar_done);
   out.text = std::move(u.text);
   out.finish = u.finish;
   out.stop_string = std::move(u.stop_string);

@@ -13,6 +13,7 @@ Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prom
   p.ignore_eos = opts.ignore_eos;
   p.stop = opts.stop;
   p.return_logits = keep_logits;
+  p.constraint = opts.constraint;
   GenerateResult res;
   res.stats.prompt_tokens = static_cast<int32_t>(prompt.size());
   res.stats.stop_reason = "length";

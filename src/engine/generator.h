@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop strings (RequestParams::stop)
   SamplingParams sampling;
+  std::shared_ptr<const Constraint> constraint;  // RequestParams::constraint
 };
 
 struct GenerateStats {

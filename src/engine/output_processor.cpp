@@ -17,10 +17,10 @@ std::string OutputProcessor::release_held() {
   return out;
 }
 
-OutputProcessor::Update OutputProcessor::push(int32_t token, bool at_length) {
+OutputProcessor::Update OutputProcessor::push(int32_t token, bool at_length, bool grammar_done) {
   Update u;
   if (done_) return u;
-  const bool eog = !params_.ignore_eos && tokenizer_ != nullptr && tokenizer_->is_eog(token);
+  const bool eog = grammar_done || (!params_.ignore_eos && tokenizer_ != nullptr && tokenizer_->is_eog(token));
   const auto& ids = params_.stop_token_ids;
   if (eog || std::find(ids.begin(), ids.end(), token) != ids.end()) u.finish = FinishReason::kStop;
   // An end-of-generation token adds no text; a stop id's token is text like any other.

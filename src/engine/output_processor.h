@@ -29,8 +29,9 @@ class OutputProcessor {
     std::string stop_string;        // the stop string that matched, if one did
   };
   // A newly sampled token; at_length: the sequence reached its max_tokens or the model
-  // length with it, so whatever text is held is released.
-  Update push(int32_t token, bool at_length);
+  // length with it, so whatever text is held is released. grammar_done: the request's
+  // constraint is complete and this token is its stop token (no text; finish "stop").
+  Update push(int32_t token, bool at_length, bool grammar_done = false);
 
  private:
   std::string release_held();

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "constrain/constraint.h"
 #include "sampling/params.h"
 
 namespace pagoda {
@@ -29,6 +31,9 @@ struct RequestParams {
   // Reject a request whose prompt plus max_tokens exceeds the context, as OpenAI and vLLM
   // do; otherwise (llama.cpp's way) generation just stops at the context's end.
   bool max_tokens_must_fit = false;
+  // Constrained decoding (constrain/constraint.h): each sample's text stays inside this
+  // grammar; the sample ends when the grammar is complete and takes a stop token.
+  std::shared_ptr<const Constraint> constraint;
 };
 
 // Why the engine refuses a request: the field at fault, by its OpenAI name ("prompt",

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "constrain/constraint.h"
 #include "engine/output_processor.h"
 #include "engine/request.h"
 #include "kv/block_pool.h"
@@ -33,6 +34,7 @@ struct Sequence {
   std::vector<BlockHash> hashes;  // of full blocks 0.. of `tokens` (may run past num_computed)
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<OutputProcessor> output;
+  std::unique_ptr<ConstraintMatcher> constraint;  // when the request has one
   SeqStatus status = SeqStatus::kWaiting;
   bool forked = false;          // n > 1: the samples have been split off
   bool padding = false;         // static mode: finished, but still computed with its batch

@@ -73,6 +73,15 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::st
   params.stop = req.stop;
   params.max_tokens_must_fit = req.max_tokens_given;
   if (params.max_tokens < 0 && ctx.max_tokens_limit > 0) params.max_tokens = ctx.max_tokens_limit;
+  if (req.constraint) {
+    const std::string& field = req.constraint_field;
+    if (ctx.constraints == nullptr)
+      return ApiError::bad_request(fmt::format("'{}': structured output is not available on this server", field), field);
+    auto compiled = ctx.constraints->compile(*req.constraint);
+    if (!compiled)
+      return ApiError::bad_request(fmt::format("'{}': cannot be compiled: {}", field, compiled.status().message()), field);
+    params.constraint = std::move(compiled.value());
+  }
   for (const auto& p : prompts)
     if (auto rejected = ctx.loop->check(p, params))
       return ApiError::bad_request(rejected->message,

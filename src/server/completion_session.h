@@ -15,6 +15,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "constrain/constraint.h"
 #include "server/api_error.h"
 #include "server/engine_loop.h"
 #include "server/metrics.h"
@@ -31,6 +32,9 @@ struct ServerContext {
   int32_t max_model_len = 0;
   int32_t max_tokens_limit = 0;  // 0: none beyond the context
   RequestLimits limits;          // per request (openai_request.h); the server-wide ones are the loop's
+  // Compiles structured-output requests (response_format, guided_*, grammar) on the
+  // handler's thread, so a slow schema never holds up the engine. Null: refused with 400.
+  const ConstraintCompiler* constraints = nullptr;
 };
 
 class CompletionSession {

@@ -72,6 +72,117 @@ std::optional<ApiError> parse_stop(Fields& f, ApiRequest& r) {
   return std::nullopt;
 }
 
+// The structured-output fields. At most one may be given; each becomes a ConstraintSpec.
+std::optional<ApiError> parse_constraint(Fields& f, ApiRequest& r) {
+  auto bad = [](const std::string& field, const std::string& what) {
+    return ApiError::bad_request(fmt::format("'{}': {}", field, what), field);
+  };
+  auto set = [&](const std::string& field, ConstraintKind kind, std::string text) -> std::optional<ApiError> {
+    if (r.constraint)
+      return bad(field, fmt::format("only one structured-output field may be given (also '{}')", r.constraint_field));
+    ConstraintSpec s;
+    s.kind = kind;
+    s.text = std::move(text);
+    r.constraint = std::move(s);
+    r.constraint_field = field;
+    return std::nullopt;
+  };
+  // A schema given as an object or as its JSON text.
+  auto schema_text = [](const json& v) -> std::optional<std::string> {
+    if (v.is_object() || v.is_boolean()) return v.dump();
+    if (v.is_string()) return v.get<std::string>();
+    return std::nullopt;
+  };
+  auto choices = [&](const std::string& field, const json& v) -> std::optional<ApiError> {
+    if (!v.is_array() || v.empty()) return bad(field, "must be a non-empty list of strings");
+    std::vector<std::string> list;
+    for (const json& c : v) {
+      if (!c.is_string() || c.get<std::string>().empty()) return bad(field, "must be a non-empty list of non-empty strings");
+      list.push_back(c.get<std::string>());
+    }
+    if (auto e = set(field, ConstraintKind::kChoice, "")) return e;
+    r.constraint->choices = std::move(list);
+    return std::nullopt;
+  };
+  auto string_field = [&](const std::string& field, const json& v, ConstraintKind kind) -> std::optional<ApiError> {
+    if (!v.is_string()) return bad(field, "must be a string");
+    return set(field, kind, v.get<std::string>());
+  };
+  auto schema_field = [&](const std::string& field, const json& v) -> std::optional<ApiError> {
+    auto text = schema_text(v);
+    if (!text) return bad(field, "must be a JSON schema (an object)");
+    return set(field, ConstraintKind::kJsonSchema, *text);
+  };
+
+  if (const json* rf = f.get("response_format")) {
+    if (!rf->is_object()) return bad("response_format", "must be an object");
+    auto t = rf->find("type");
+    if (t == rf->end() || !t->is_string())
+      return bad("response_format", "'type' must be one of 'text', 'json_object', 'json_schema'");
+    const std::string type = t->get<std::string>();
+    if (type == "json_object") {
+      // llama.cpp's form: json_object with a schema.
+      auto s = rf->find("schema");
+      if (s != rf->end() && !s->is_null()) {
+        if (auto e = schema_field("response_format.schema", *s)) return e;
+      } else if (auto e = set("response_format", ConstraintKind::kJsonObject, "")) {
+        return e;
+      }
+    } else if (type == "json_schema") {
+      auto js = rf->find("json_schema");
+      if (js == rf->end() || !js->is_object())
+        return bad("response_format.json_schema", "is required with type 'json_schema' and must be an object");
+      auto s = js->find("schema");
+      if (s == js->end() || s->is_null()) {
+        // OpenAI's form: name + schema; a missing schema means any JSON object.
+        if (auto e = set("response_format.json_schema", ConstraintKind::kJsonObject, "")) return e;
+      } else if (auto e = schema_field("response_format.json_schema.schema", *s)) {
+        return e;
+      }
+      auto strict = js->find("strict");
+      if (strict != js->end() && !strict->is_null()) {
+        if (!strict->is_boolean()) return bad("response_format.json_schema.strict", "must be a boolean");
+        if (r.constraint->kind == ConstraintKind::kJsonSchema) r.constraint->strict = strict->get<bool>();
+      }
+    } else if (type != "text") {
+      return bad("response_format", fmt::format("unknown type '{}' (expected 'text', 'json_object' or 'json_schema')", type));
+    }
+  }
+  if (const json* v = f.get("guided_json"))
+    if (auto e = schema_field("guided_json", *v)) return e;
+  if (const json* v = f.get("guided_regex"))
+    if (auto e = string_field("guided_regex", *v, ConstraintKind::kRegex)) return e;
+  if (const json* v = f.get("guided_choice"))
+    if (auto e = choices("guided_choice", *v)) return e;
+  if (const json* v = f.get("guided_grammar"))
+    if (auto e = string_field("guided_grammar", *v, ConstraintKind::kGrammar)) return e;
+  if (const json* so = f.get("structured_outputs")) {
+    if (!so->is_object()) return bad("structured_outputs", "must be an object");
+    Fields g{*so, std::nullopt};
+    if (const json* v = g.get("json"))
+      if (auto e = schema_field("structured_outputs.json", *v)) return e;
+    if (const json* v = g.get("regex"))
+      if (auto e = string_field("structured_outputs.regex", *v, ConstraintKind::kRegex)) return e;
+    if (const json* v = g.get("choice"))
+      if (auto e = choices("structured_outputs.choice", *v)) return e;
+    if (const json* v = g.get("grammar"))
+      if (auto e = string_field("structured_outputs.grammar", *v, ConstraintKind::kGrammar)) return e;
+    if (const json* v = g.get("json_object")) {
+      if (!v->is_boolean()) return bad("structured_outputs.json_object", "must be a boolean");
+      if (v->get<bool>())
+        if (auto e = set("structured_outputs.json_object", ConstraintKind::kJsonObject, "")) return e;
+    }
+    for (const char* unsupported : {"structural_tag"})
+      if (g.get(unsupported) != nullptr)
+        return bad(fmt::format("structured_outputs.{}", unsupported), "is not supported");
+  }
+  if (const json* v = f.get("grammar"))
+    if (auto e = string_field("grammar", *v, ConstraintKind::kGrammar)) return e;
+  if (const json* v = f.get("json_schema"))
+    if (auto e = schema_field("json_schema", *v)) return e;
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_prompt(const json& p, ApiRequest& r) {
   auto ids = [](const json& a, std::vector<int32_t>& out) {
     for (const json& t : a) {
@@ -255,6 +366,7 @@ std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bo
   }
   if (f.err) return *f.err;
   if (auto e = parse_stop(f, r)) return *e;
+  if (auto e = parse_constraint(f, r)) return *e;
   if (const json* b = f.get("best_of")) {
     if (!b->is_number_integer() || b->get<int64_t>() != r.params.n)
       return ApiError::bad_request("'best_of' other than n is not supported", "best_of");

@@ -14,6 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "chat/chat_template.h"
+#include "constrain/constraint.h"
 #include "engine/request.h"
 #include "server/api_error.h"
 
@@ -34,6 +35,11 @@ struct ApiRequest {
   bool include_usage = false;
   bool echo = false;
   int32_t top_logprobs = 0;       // chat: logprobs=true plus this many alternatives
+  // Structured output, from whichever field asked for it (OpenAI's response_format,
+  // vLLM's guided_* and structured_outputs, llama.cpp's grammar and json_schema); the
+  // field is named in the 400 when the spec does not compile.
+  std::optional<ConstraintSpec> constraint;
+  std::string constraint_field;
 };
 
 // How much one request may ask for, so that a body of a few hundred bytes cannot make

@@ -58,7 +58,8 @@ class Server:
         return httpx.get(self.base + path, timeout=60, **kw)
 
     def post(self, path: str, **kw) -> httpx.Response:
-        return httpx.post(self.base + path, timeout=120, **kw)
+        kw.setdefault("timeout", 120)
+        return httpx.post(self.base + path, **kw)
 
     def terminate(self, timeout: float = 60) -> int:
         self.proc.send_signal(signal.SIGTERM)

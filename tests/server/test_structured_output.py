@@ -1,0 +1,207 @@
+"""Issue 18: structured output through the OpenAI API on a random-weight model, where only
+the constraint can make the text valid. Every response to a json_schema request must
+parse (json.loads) and validate (jsonschema) against its schema, for n = 3, streamed or
+not, and under KV pressure that preempts; the choice, regex and grammar fields hold too;
+a spec that does not compile is a 400 naming its field."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import jsonschema
+import openai
+import pydantic
+import pytest
+
+from server_util import Server
+
+SCHEMAS = [
+    {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 1, "maximum": 9}},
+     "required": ["ok", "n"], "additionalProperties": False},
+    {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}, "v": {"const": 3}},
+     "required": ["color", "v"]},
+    {"type": "array", "items": {"type": "integer", "minimum": -5, "maximum": 5}, "minItems": 2, "maxItems": 4},
+    {"type": "object", "properties": {"name": {"type": "string", "minLength": 2, "maxLength": 8},
+                                      "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"}},
+     "required": ["name", "code"]},
+    {"type": "object", "properties": {"x": {"type": "number", "minimum": 0.5, "maximum": 2.5}}, "required": ["x"]},
+    {"anyOf": [{"type": "integer", "minimum": 100, "maximum": 200}, {"enum": ["none"]}]},
+    {"$defs": {"pt": {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 9}},
+                      "required": ["a"], "additionalProperties": False}},
+     "type": "object", "properties": {"p": {"$ref": "#/$defs/pt"}, "q": {"type": "array", "items": {"$ref": "#/$defs/pt"},
+                                                                          "maxItems": 2}},
+     "required": ["p", "q"]},
+    {"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1,
+                                               "maxItems": 3}, "flag": {"type": ["boolean", "null"]}},
+     "required": ["tags", "flag"]},
+    {"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"],
+                "additionalProperties": False},
+               {"type": "object", "properties": {"kind": {"const": "b"}, "w": {"type": "integer", "maximum": 3,
+                                                                            "minimum": 0}},
+                "required": ["kind", "w"], "additionalProperties": False}]},
+]
+
+
+@pytest.fixture(scope="module")
+def model(pagoda_bin, tmp_path_factory):
+    # A vocabulary of little more than bytes: random logits then close strings and arrays
+    # within a few hundred tokens.
+    path = tmp_path_factory.mktemp("structured") / "q2.gguf"
+    cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", "qwen2", "--type", "Q8_0", "--dim", "64", "--layers", "2",
+           "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", "300", "--ctx", "8192", "--seed", "7",
+           "-o", str(path)]
+    r = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(pagoda_bin, model):
+    s = Server(pagoda_bin, model, "--max-num-seqs", "32", "-c", "8192")
+    yield s
+    assert s.terminate() == 0, s.output()
+
+
+def client(s: Server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=s.base + "/v1", api_key="none", timeout=300, max_retries=0)
+
+
+def response_format(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "t", "schema": schema, "strict": True}}
+
+
+def check(text: str, schema: dict):
+    value = json.loads(text)
+    jsonschema.validate(value, schema)
+
+
+@pytest.mark.parametrize("i", range(len(SCHEMAS)))
+def test_every_choice_parses_and_validates(server, i):
+    schema = SCHEMAS[i]
+    r = client(server).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "json please"}], n=3, max_tokens=4000, temperature=1.0,
+        seed=i, response_format=response_format(schema))
+    assert len(r.choices) == 3
+    for c in r.choices:
+        assert c.finish_reason == "stop", c
+        check(c.message.content, schema)
+
+
+def test_streamed_equals_a_valid_document(server):
+    schema = SCHEMAS[6]
+    stream = client(server).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "json"}], n=2, max_tokens=4000, stream=True, seed=3,
+        response_format=response_format(schema))
+    texts = {0: "", 1: ""}
+    finish = {}
+    for chunk in stream:
+        for c in chunk.choices:
+            texts[c.index] += c.delta.content or ""
+            if c.finish_reason:
+                finish[c.index] = c.finish_reason
+    assert finish == {0: "stop", 1: "stop"}
+    for t in texts.values():
+        check(t, schema)
+    # The same seed without streaming gives the same documents.
+    plain = client(server).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "json"}], n=2, max_tokens=4000, seed=3,
+        response_format=response_format(schema))
+    assert sorted(c.message.content for c in plain.choices) == sorted(texts.values())
+
+
+def test_completions_endpoint_and_other_spellings(server):
+    schema = SCHEMAS[0]
+    bodies = [
+        {"response_format": response_format(schema)},
+        {"guided_json": schema},
+        {"structured_outputs": {"json": schema}},
+        {"json_schema": schema},  # llama.cpp's field
+        {"response_format": {"type": "json_object", "schema": schema}},  # llama.cpp's form
+    ]
+    for extra in bodies:
+        r = server.post("/v1/completions", json={"prompt": "x", "max_tokens": 4000, "n": 2, **extra}, timeout=300)
+        assert r.status_code == 200, (extra, r.text)
+        for c in r.json()["choices"]:
+            check(c["text"], schema)
+    r = server.post("/v1/completions", json={"prompt": "x", "max_tokens": 4000, "response_format": {"type": "json_object"}},
+                    timeout=300)
+    assert r.status_code == 200, r.text
+    text = r.json()["choices"][0]["text"]
+    if r.json()["choices"][0]["finish_reason"] == "stop":
+        assert isinstance(json.loads(text), dict), text
+
+
+def test_choice_regex_and_grammar(server):
+    post = lambda body: server.post("/v1/completions", json={"prompt": "x", "max_tokens": 200, **body}, timeout=300)
+    for seed in range(4):
+        r = post({"guided_choice": ["alpha", "beta", "gamma delta"], "seed": seed, "n": 2})
+        assert r.status_code == 200, r.text
+        assert all(c["text"] in ("alpha", "beta", "gamma delta") for c in r.json()["choices"]), r.text
+        r = post({"guided_regex": r"[a-f]{2,4}@[0-9]{3}\.(com|org)", "seed": seed})
+        assert re.fullmatch(r"[a-f]{2,4}@[0-9]{3}\.(com|org)", r.json()["choices"][0]["text"]), r.text
+        gbnf = 'root ::= "(" item (" " item)* ")"\nitem ::= [0-9] | "x" | root\n'
+        r = post({"grammar": gbnf, "seed": seed, "max_tokens": 2000})
+        text = r.json()["choices"][0]["text"]
+        assert r.json()["choices"][0]["finish_reason"] == "stop", r.text
+        depth = 0
+        for ch in text:  # balanced parentheses, items separated by single spaces
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            assert depth >= 0 and ch in "()x 0123456789", text
+        assert depth == 0 and text.startswith("(") and "  " not in text, text
+
+
+def test_pydantic_parse_returns_the_object(server):
+    class Pet(pydantic.BaseModel):
+        kind: str = pydantic.Field(max_length=6)
+        legs: int = pydantic.Field(ge=0, le=8)
+        tame: bool
+
+    c = client(server)
+    parse = c.beta.chat.completions.parse if hasattr(c, "beta") and hasattr(c.beta, "chat") else c.chat.completions.parse
+    r = parse(model="m", messages=[{"role": "user", "content": "a pet"}], response_format=Pet, max_tokens=4000, seed=1)
+    pet = r.choices[0].message.parsed
+    assert isinstance(pet, Pet) and 0 <= pet.legs <= 8, r
+
+
+def test_specs_that_do_not_compile_are_400s_naming_the_field(server):
+    cases = [
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": {"type": "bogus"}}}},
+         "response_format.json_schema.schema"),
+        ({"guided_regex": "(unclosed"}, "guided_regex"),
+        ({"grammar": "root ::= missing"}, "grammar"),
+        ({"guided_choice": []}, "guided_choice"),
+        ({"response_format": {"type": "yaml"}}, "response_format"),
+        ({"guided_json": {"type": "object"}, "guided_regex": "a"}, "guided_regex"),
+    ]
+    for extra, field in cases:
+        r = server.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], **extra})
+        assert r.status_code == 400, (extra, r.text)
+        e = r.json()["error"]
+        assert e["param"] == field and e["type"] == "invalid_request_error", (extra, e)
+    # The server still serves.
+    assert server.post("/v1/completions", json={"prompt": "a", "max_tokens": 2}).status_code == 200
+
+
+def test_valid_under_kv_pressure_that_preempts(pagoda_bin, model):
+    # 512 KiB of KV holds 2,048 tokens of this model. Eight samples of one request, each
+    # forced to a 60-number array (several hundred tokens with the whitespace a random
+    # model picks), outgrow it together, so some are preempted and recomputed; with
+    # recompute the grammar state is kept, as the tokens are.
+    s = Server(pagoda_bin, model, "--kv-cache-memory", "512K", "--max-num-seqs", "16", "-c", "2048")
+    try:
+        schema = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99}, "minItems": 60,
+                  "maxItems": 60}
+        r = s.post("/v1/completions", json={"prompt": [3 + i % 280 for i in range(200)], "max_tokens": 1800, "n": 8,
+                                            "seed": 11, "response_format": response_format(schema)}, timeout=600)
+        assert r.status_code == 200, r.text
+        choices = r.json()["choices"]
+        assert len(choices) == 8
+        for c in choices:
+            assert c["finish_reason"] == "stop", c
+            check(c["text"], schema)
+        metrics = s.get("/metrics").text
+        m = re.search(r"^pagoda:num_preemptions_total(?:\{[^}]*\})? ([0-9.e+]+)$", metrics, re.M)
+        assert m and float(m.group(1)) > 0, "no preemption happened; the test did not press on the KV cache"
+    finally:
+        assert s.terminate() == 0, s.output()
