@@ -158,23 +158,20 @@ TEST_F(Constrained, JsonObjectModeGivesAnObject) {
 }
 
 TEST_F(Constrained, RegexAndGrammarAreFollowed) {
-  auto re = compile(spec(ConstraintKind::kRegex, "[a-c]{2,5}-[0-9]+\\.(yes|no)"));
-  ASSERT_TRUE(re);
-  for (uint32_t seed = 0; seed < 10; ++seed) {
-    ConstraintMatcher m(re);
-    Walk w = walk(*tok_, m, seed, width_);
-    EXPECT_TRUE(w.terminated);
-    EXPECT_TRUE(std::regex_match(w.text, std::regex("[a-c]{2,5}-[0-9]+\\.(yes|no)"))) << w.text;
-  }
+  // Ten random walks under `c`, each ending in a text `expected` matches.
+  auto walks_match = [&](const std::shared_ptr<const Constraint>& c, const std::string& expected) {
+    ASSERT_TRUE(c);
+    for (uint32_t seed = 0; seed < 10; ++seed) {
+      ConstraintMatcher m(c);
+      Walk w = walk(*tok_, m, seed, width_);
+      EXPECT_TRUE(w.terminated);
+      EXPECT_TRUE(std::regex_match(w.text, std::regex(expected))) << w.text;
+    }
+  };
+  walks_match(compile(spec(ConstraintKind::kRegex, "[a-c]{2,5}-[0-9]+\\.(yes|no)")), "[a-c]{2,5}-[0-9]+\\.(yes|no)");
   // llama.cpp's GBNF syntax.
-  auto g = compile(spec(ConstraintKind::kGrammar, "root ::= \"[\" item (\", \" item)* \"]\"\nitem ::= [0-9] | \"true\"\n"));
-  ASSERT_TRUE(g);
-  for (uint32_t seed = 0; seed < 10; ++seed) {
-    ConstraintMatcher m(g);
-    Walk w = walk(*tok_, m, seed, width_);
-    EXPECT_TRUE(w.terminated);
-    EXPECT_TRUE(std::regex_match(w.text, std::regex("\\[([0-9]|true)(, ([0-9]|true))*\\]"))) << w.text;
-  }
+  walks_match(compile(spec(ConstraintKind::kGrammar, "root ::= \"[\" item (\", \" item)* \"]\"\nitem ::= [0-9] | \"true\"\n")),
+              "\\[([0-9]|true)(, ([0-9]|true))*\\]");
 }
 
 TEST_F(Constrained, PaddedIdsAndControlTokensAreNeverAllowed) {

@@ -17,11 +17,12 @@ GEMMA = pathlib.Path(os.environ.get("PAGODA_CACHE", pathlib.Path.home() / ".cach
     "gemma-3-270m-q4_k_m.gguf"
 
 
-def gen_tiny_model(pagoda_bin, path: pathlib.Path, arch: str = "llama") -> pathlib.Path:
+def gen_tiny_model(pagoda_bin, path: pathlib.Path, arch: str = "llama", vocab: int = 512, ctx: int = 512,
+                   seed: int = 5) -> pathlib.Path:
     if not path.exists():
         cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", arch, "--type", "Q8_0", "--dim", "64", "--layers", "2",
-               "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", "512", "--ctx", "512", "--seed", "5",
-               "-o", str(path)]
+               "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", str(vocab), "--ctx", str(ctx),
+               "--seed", str(seed), "-o", str(path)]
         r = subprocess.run(cmd, capture_output=True, timeout=120)
         assert r.returncode == 0, r.stderr.decode(errors="replace")
     return path

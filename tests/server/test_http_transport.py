@@ -6,16 +6,14 @@ in order, aborts a non-streaming completion whose client hung up, and ignores Ra
 from __future__ import annotations
 
 import json
-import re
 import resource
 import socket
-import subprocess
 import time
 
 import httpx
 import pytest
 
-from server_util import Server
+from server_util import Server, gen_tiny_model
 
 
 def raise_fd_limit(n: int = 4096) -> None:
@@ -195,11 +193,7 @@ def test_pipelined_requests_are_answered_in_order(server):
 @pytest.fixture(scope="module")
 def long_model(pagoda_bin, tmp_path_factory):
     # A long context, so that a request cannot finish before its client leaves.
-    model = tmp_path_factory.mktemp("transport") / "tiny-long.gguf"
-    cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", "llama", "--type", "Q8_0", "--dim", "64", "--layers", "2",
-           "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", "512", "--ctx", "32768", "--seed", "5",
-           "-o", str(model)]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    model = gen_tiny_model(pagoda_bin, tmp_path_factory.mktemp("transport") / "tiny-long.gguf", ctx=32768)
     return model
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import jsonschema
 import openai
 import pydantic
 import pytest
 
-from server_util import Server
+from server_util import Server, gen_tiny_model
 
 SCHEMAS = [
     {"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 1, "maximum": 9}},
@@ -47,13 +46,8 @@ SCHEMAS = [
 def model(pagoda_bin, tmp_path_factory):
     # A vocabulary of little more than bytes: random logits then close strings and arrays
     # within a few hundred tokens.
-    path = tmp_path_factory.mktemp("structured") / "q2.gguf"
-    cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", "qwen2", "--type", "Q8_0", "--dim", "64", "--layers", "2",
-           "--heads", "4", "--kv-heads", "2", "--ff", "128", "--vocab", "300", "--ctx", "8192", "--seed", "7",
-           "-o", str(path)]
-    r = subprocess.run(cmd, capture_output=True, timeout=120)
-    assert r.returncode == 0, r.stderr.decode(errors="replace")
-    return path
+    return gen_tiny_model(pagoda_bin, tmp_path_factory.mktemp("structured") / "q2.gguf", arch="qwen2", vocab=300,
+                          ctx=8192, seed=7)
 
 
 @pytest.fixture(scope="module")
