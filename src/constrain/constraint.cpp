@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "constrain/schema_support.h"
 #include "constrain/utf8_guard.h"
 #include "tokenizer/tokenizer.h"
 
@@ -155,9 +156,12 @@ Result<std::shared_ptr<const Constraint>> ConstraintCompiler::compile(const Cons
   try {
     std::optional<xgrammar::CompiledGrammar> g;
     switch (spec.kind) {
-      case ConstraintKind::kJsonSchema:
-        g = c.CompileJSONSchema(spec.text, true, std::nullopt, std::nullopt, spec.strict, kMaxJsonWhitespace);
+      case ConstraintKind::kJsonSchema: {
+        auto schema = prepare_json_schema(spec.text);
+        if (!schema) return schema.status();
+        g = c.CompileJSONSchema(*schema, true, std::nullopt, std::nullopt, spec.strict, kMaxJsonWhitespace);
         break;
+      }
       case ConstraintKind::kJsonObject:
         g = c.CompileJSONSchema(R"({"type": "object"})", true, std::nullopt, std::nullopt, false, kMaxJsonWhitespace);
         break;

@@ -5,7 +5,9 @@ not, and under KV pressure that preempts; the choice, regex and grammar fields h
 a spec that does not compile is a 400 naming its field."""
 from __future__ import annotations
 
+import glob
 import json
+import pathlib
 import re
 
 import jsonschema
@@ -13,6 +15,7 @@ import openai
 import pydantic
 import pytest
 
+from oracles import oracle_missing
 from server_util import Server, gen_tiny_model
 
 SCHEMAS = [
@@ -199,3 +202,51 @@ def test_valid_under_kv_pressure_that_preempts(pagoda_bin, model):
         assert m and float(m.group(1)) > 0, "no preemption happened; the test did not press on the KV cache"
     finally:
         assert s.terminate() == 0, s.output()
+
+
+SUITE = pathlib.Path("/usr/share/json-schema-test-suite/tests")  # Debian's json-schema-test-suite
+
+
+def suite_schemas() -> list[tuple[str, dict]]:
+    """Every distinct schema of drafts 7, 6 and 4 that some instance satisfies."""
+    seen: dict[str, tuple[str, dict]] = {}
+    for draft in ("draft7", "draft6", "draft4"):
+        for f in sorted(glob.glob(str(SUITE / draft / "*.json"))):
+            for group in json.load(open(f)):
+                if any(t["valid"] for t in group["tests"]):
+                    key = json.dumps(group["schema"], sort_keys=True)
+                    seen.setdefault(key, (f"{draft}/{pathlib.Path(f).stem}: {group['description']}", group["schema"]))
+    return list(seen.values())
+
+
+def test_json_schema_test_suite_is_valid_or_refused(server):
+    # Each schema of the official suite either compiles and every finished reply validates
+    # (with the draft's own validator), or is a 400 naming what is not supported; never a
+    # reply that breaks its schema. A reply cut by max_tokens is a valid prefix only.
+    if not SUITE.is_dir():
+        oracle_missing(f"{SUITE} is missing (Debian package json-schema-test-suite; scripts/setup installs it)")
+    schemas = suite_schemas()
+    assert len(schemas) >= 100
+    counts = {"valid": 0, "refused": 0, "length": 0}
+    for name, schema in schemas:
+        r = server.post("/v1/completions", json={"prompt": "x", "max_tokens": 3000, "seed": 1,
+                                                 "response_format": response_format(schema)}, timeout=300)
+        if r.status_code == 400:
+            e = r.json()["error"]
+            assert e["param"] == "response_format.json_schema.schema" and "cannot be compiled" in e["message"], (name, e)
+            counts["refused"] += 1
+            continue
+        assert r.status_code == 200, (name, r.text)
+        c = r.json()["choices"][0]
+        if c["finish_reason"] == "length":
+            counts["length"] += 1
+            continue
+        assert c["finish_reason"] == "stop", (name, c)
+        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
+        try:
+            validator(schema).validate(json.loads(c["text"]))
+        except Exception as e:  # noqa: BLE001 - the schema name is what a failure needs
+            raise AssertionError(f"{name}: {c['text'][:200]!r}: {e}") from e
+        counts["valid"] += 1
+    print(f"json-schema-test-suite: {len(schemas)} schemas: {counts}")
+    assert counts["valid"] >= 60, counts
