@@ -9,7 +9,9 @@ namespace pagoda {
 
 namespace {
 
-using json = nlohmann::json;
+// ordered_json: the rewritten schema keeps its properties in the order given, which is the
+// order xgrammar generates them in (a sorted map would put "age" before "name").
+using json = nlohmann::ordered_json;
 
 // Keywords whose constraint the grammar cannot express; output would ignore them.
 constexpr std::array kUnsupported = {"not", "if", "then", "else", "dependencies", "dependentRequired",

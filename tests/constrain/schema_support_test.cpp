@@ -50,5 +50,13 @@ TEST(SchemaSupport, OlderDraftFormsAreRewritten) {
   EXPECT_FALSE(e.contains("exclusiveMinimum"));
 }
 
+TEST(SchemaSupport, PropertiesKeepTheirOrder) {
+  // xgrammar generates properties in schema order; users expect "name" before "age".
+  auto r = prepare_json_schema(R"({"type": "object", "properties": {"name": {}, "age": {}, "b": {}, "a": {}}})");
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_LT(r->find("\"name\""), r->find("\"age\""));
+  EXPECT_LT(r->find("\"b\""), r->find("\"a\""));
+}
+
 }  // namespace
 }  // namespace pagoda
