@@ -2,7 +2,6 @@
 
 #include <xgrammar/xgrammar.h>
 
-#include <bit>
 #include <exception>
 #include <limits>
 #include <optional>
