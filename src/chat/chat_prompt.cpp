@@ -22,6 +22,7 @@ Result<std::unique_ptr<ChatPrompter>> ChatPrompter::create(const std::string& so
   if (!t) return error("chat template ({}): {}", origin, t.status().message());
   std::unique_ptr<ChatPrompter> p(new ChatPrompter(std::move(t.value()), tok));
   p->origin_ = origin;
+  p->source_ = text;
   const Vocab& v = tok.vocab();
   if (v.bos >= 0) p->bos_ = tok.token_to_bytes(v.bos, true);
   if (v.eos >= 0) p->eos_ = tok.token_to_bytes(v.eos, true);
@@ -33,6 +34,28 @@ Result<std::vector<int32_t>> ChatPrompter::operator()(const std::vector<ChatMess
   auto text = template_.render(messages, add_generation_prompt, bos_, eos_);
   if (!text) return text.status();
   return tok_.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+}
+
+}  // namespace pagoda
+
+namespace pagoda {
+
+Result<ChatPrompt> ChatPrompter::operator()(const ChatInput& input) const {
+  jinja::Dict context;
+  context.set(jinja::Value("messages"), input.messages);
+  context.set(jinja::Value("tools"), input.tools);
+  context.set(jinja::Value("documents"), jinja::Value::none());
+  context.set(jinja::Value("add_generation_prompt"), jinja::Value(input.add_generation_prompt));
+  context.set(jinja::Value("bos_token"), jinja::Value(bos_));
+  context.set(jinja::Value("eos_token"), jinja::Value(eos_));
+  // chat_template_kwargs may set any variable, as transformers' **kwargs do.
+  for (const auto& [key, value] : input.kwargs.entries()) context.set(key, value);
+  auto text = template_.render(jinja::Value::dict(std::move(context)));
+  if (!text) return text.status();
+  ChatPrompt p;
+  p.tokens = tok_.encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  p.text = std::move(text.value());
+  return p;
 }
 
 }  // namespace pagoda

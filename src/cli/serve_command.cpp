@@ -3,6 +3,8 @@
 // finish, then exits.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -19,6 +21,9 @@
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
 #include "chat/chat_prompt.h"
+#include "chat/json_value.h"
+#include "chat/reasoning_split.h"
+#include "chat/tool_syntax.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -35,6 +40,9 @@ struct ServeArgs {
   std::string api_key;
   std::string served_name;
   std::string chat_template_file;
+  std::string tool_call_parser;      // empty: detected from the template
+  std::string reasoning_format = "auto";
+  std::string chat_template_kwargs;  // JSON object
   int32_t ctx = 0;
   int32_t threads = 0;
   int32_t max_tokens_limit = 0;
@@ -46,6 +54,27 @@ struct ServeArgs {
   size_t max_header_kib = 16;
   EngineArgs engine;
 };
+
+// The template's tool-call syntax and reasoning, and the flags that override them.
+Result<std::shared_ptr<const ChatConventions>> chat_conventions(const ServeArgs& a, const ChatPrompter& prompter) {
+  auto cv = std::make_shared<ChatConventions>();
+  cv->tool_syntax = detect_tool_syntax(prompter.source());
+  if (!a.tool_call_parser.empty() && a.tool_call_parser != "auto") {
+    cv->tool_syntax = find_tool_syntax(a.tool_call_parser);
+    if (cv->tool_syntax == nullptr)
+      return error("--tool-call-parser: unknown syntax '{}' (known: auto, {})", a.tool_call_parser,
+                   fmt::join(tool_syntax_names(), ", "));
+  }
+  cv->template_reasons = template_has_reasoning(prompter.source());
+  if (!parse_reasoning_format(a.reasoning_format, cv->reasoning_format))
+    return error("--reasoning-format: '{}' is not one of auto, deepseek, none", a.reasoning_format);
+  if (!a.chat_template_kwargs.empty()) {
+    auto j = nlohmann::ordered_json::parse(a.chat_template_kwargs, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return error("--chat-template-kwargs: must be a JSON object");
+    for (const auto& [key, value] : j.items()) cv->template_kwargs.set(jinja::Value(key), jinja_from_json(value));
+  }
+  return std::shared_ptr<const ChatConventions>(std::move(cv));
+}
 
 std::atomic<bool> g_stop{false};
 extern "C" void on_signal(int) { g_stop.store(true); }
@@ -89,6 +118,9 @@ int run_serve(const ServeArgs& a) {
   auto constraints = ConstraintCompiler::create(*tokenizer, static_cast<int32_t>(model.config().n_vocab), a.threads);
   if (!constraints) return fail(constraints.status());
   sctx.constraints = constraints->get();
+  auto conventions = chat_conventions(a, **prompter);
+  if (!conventions) return fail(conventions.status());
+  sctx.chat = std::move(conventions.value());
   // A request may ask for a few times what the KV pool holds (samples share the prompt's
   // blocks and take turns), not unboundedly more.
   if (sctx.limits.max_tokens == 0)
@@ -100,9 +132,7 @@ int run_serve(const ServeArgs& a) {
   so.api_key = a.api_key;
   so.max_body_bytes = a.max_body_mib << 20;
   ChatPrompter* chat = prompter->get();
-  HttpServer http(so, sctx, [chat](const std::vector<ChatMessage>& m, bool add_generation_prompt) {
-    return (*chat)(m, add_generation_prompt);
-  });
+  HttpServer http(so, sctx, [chat](const ChatInput& input) { return (*chat)(input); });
   if (Status st = http.bind(); !st.is_ok()) return fail(st);
   loop.start();
 
@@ -145,6 +175,14 @@ Subcommand add_serve_command(CLI::App& app) {
   sub->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
   sub->add_option("--served-model-name", args->served_name, "Model name in the API (default: the file's stem)");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
+  sub->add_option("--tool-call-parser", args->tool_call_parser,
+                  "Tool-call syntax of the model's replies: auto (from the chat template), hermes, llama3_json");
+  sub->add_option("--reasoning-format", args->reasoning_format,
+                  "auto (split <think> off into reasoning_content when the template reasons), deepseek (always), none")
+      ->check(CLI::IsMember({"auto", "deepseek", "none"}));
+  sub->add_option("--chat-template-kwargs", args->chat_template_kwargs,
+                  "JSON object of extra chat template variables, e.g. '{\"enable_thinking\": false}' (a request's own "
+                  "chat_template_kwargs take precedence)");
   add_context_option(*sub, args->ctx, "Context per sequence (0: the model's trained context)");
   add_threads_option(*sub, args->threads);
   sub->add_option("--max-tokens-limit", args->max_tokens_limit, "Largest max_tokens a request may ask (0: the context)")

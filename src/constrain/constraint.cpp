@@ -20,6 +20,7 @@ const char* constraint_kind_name(ConstraintKind k) {
     case ConstraintKind::kRegex: return "regex";
     case ConstraintKind::kChoice: return "choice";
     case ConstraintKind::kGrammar: return "grammar";
+    case ConstraintKind::kStructuralTag: return "structural_tag";
   }
   return "?";
 }
@@ -179,6 +180,9 @@ Result<std::shared_ptr<const Constraint>> ConstraintCompiler::compile(const Cons
       }
       case ConstraintKind::kGrammar:
         g = c.CompileGrammar(spec.text);
+        break;
+      case ConstraintKind::kStructuralTag:
+        g = c.CompileStructuralTag(spec.text);
         break;
     }
     return std::shared_ptr<const Constraint>(std::make_shared<Constraint>(std::move(*g), impl_->width, impl_->utf8));

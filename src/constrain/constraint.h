@@ -33,6 +33,7 @@ enum class ConstraintKind {
   kRegex,       // text: the pattern (ECMAScript-like, as xgrammar reads it)
   kChoice,      // choices: the text is exactly one of them
   kGrammar,     // text: GBNF / EBNF with a `root` rule
+  kStructuralTag,  // text: xgrammar's structural tag JSON (tool calls, tagged regions)
 };
 const char* constraint_kind_name(ConstraintKind k);
 

@@ -103,6 +103,10 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::st
     s->prompts_.push_back(std::move(pr));
     s->choices_.resize(s->choices_.size() + static_cast<size_t>(n));
   }
+  for (Choice& c : s->choices_) {
+    if (s->req_.split_reasoning) c.think = std::make_unique<ReasoningSplitter>(true, s->req_.reasoning_open);
+    if (s->req_.tool_syntax != nullptr) c.calls = std::make_unique<ToolCallExtractor>(s->req_.tool_syntax);
+  }
   // All prompts or none: a request refused for the server's limits holds nothing.
   EngineLoop::SubmittedAll sub = ctx.loop->submit_all(std::move(prompts), params);
   if (sub.channels.empty()) {
@@ -186,14 +190,41 @@ void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::st
     Choice& c = choices_[ci];
     if (c.done || o.token < 0) continue;
     ++c.tokens;
-    const std::string& delta = o.text;
     const std::string token_text = ctx_.tokenizer->token_to_bytes(o.token, true);
     // The token that completed a stop string is not part of the reply.
     const bool stopped = !o.stop_string.empty();
     std::string finish;
     if (o.finish != FinishReason::kNone) finish = o.finish == FinishReason::kLength ? "length" : "stop";
+    // The reply's text, read back: reasoning split off, tool calls held until the end.
+    std::string delta = o.text, reasoning;
+    if (c.think) {
+      ReasoningSplitter::Piece piece = c.think->feed(delta);
+      if (!finish.empty()) {
+        ReasoningSplitter::Piece last = c.think->finish();
+        piece.reasoning += last.reasoning;
+        piece.content += last.content;
+      }
+      reasoning = std::move(piece.reasoning);
+      delta = std::move(piece.content);
+    }
+    json calls_delta;
+    if (c.calls) {
+      delta = c.calls->feed(delta);
+      if (!finish.empty()) {
+        ToolCallExtractor::Final f = c.calls->finish();
+        delta += f.content;
+        c.tool_calls = std::move(f.calls);
+        for (size_t k = 0; k < c.tool_calls.size(); ++k) {
+          ToolCall& call = c.tool_calls[k];
+          call.id = random_id("call_");
+          calls_delta.push_back({{"index", k}, {"id", call.id}, {"type", "function"},
+                                 {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        }
+        if (!c.tool_calls.empty() && finish == "stop") finish = "tool_calls";
+      }
+    }
     if (!stopped) append_logprobs(c, o, token_text);
-    if (events != nullptr && (!delta.empty() || !finish.empty() || req_.params.logprobs >= 0)) {
+    if (events != nullptr && (!delta.empty() || !reasoning.empty() || req_.params.logprobs >= 0)) {
       json lp_delta;
       const json* lpp = nullptr;
       if (req_.params.logprobs >= 0 && c.logprobs != nullptr && !stopped) {
@@ -206,9 +237,11 @@ void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::st
                       {"text_offset", json::array({(*c.logprobs)["text_offset"].back()})}};
         lpp = &lp_delta;
       }
-      *events += chunk(ci, delta, nullptr, lpp);
+      *events += chunk(ci, delta, nullptr, lpp, reasoning);
     }
+    if (events != nullptr && !calls_delta.is_null()) *events += chunk(ci, "", nullptr, nullptr, {}, &calls_delta);
     c.content += delta;
+    c.reasoning += reasoning;
     if (!finish.empty()) {
       c.done = true;
       c.finish_reason = finish;
@@ -228,7 +261,8 @@ void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::st
   }
 }
 
-std::string CompletionSession::chunk(size_t ci, const std::string& delta, const std::string* finish, const json* lp) {
+std::string CompletionSession::chunk(size_t ci, const std::string& delta, const std::string* finish, const json* lp,
+                                     const std::string& reasoning, const json* tool_calls) {
   json choice = {{"index", ci}, {"logprobs", lp != nullptr ? *lp : json(nullptr)},
                  {"finish_reason", finish != nullptr ? json(*finish) : json(nullptr)}};
   Choice& c = choices_[ci];
@@ -238,7 +272,13 @@ std::string CompletionSession::chunk(size_t ci, const std::string& delta, const 
       d["role"] = "assistant";
       c.role_sent = true;
     }
-    if (!delta.empty() || finish == nullptr) d["content"] = delta;
+    if (!reasoning.empty()) {
+      // vLLM's newer name and the one llama.cpp and older vLLM send.
+      d["reasoning_content"] = reasoning;
+      d["reasoning"] = reasoning;
+    }
+    if (tool_calls != nullptr) d["tool_calls"] = *tool_calls;
+    else if (!delta.empty() || (finish == nullptr && reasoning.empty())) d["content"] = delta;
     choice["delta"] = d;
   } else {
     std::string text = delta;
@@ -323,8 +363,20 @@ std::variant<std::string, ApiError> CompletionSession::wait_json() {
     const Choice& c = choices_[ci];
     json lp = c.logprobs != nullptr ? *c.logprobs : json(nullptr);
     if (req_.chat) {
-      choices.push_back({{"index", ci}, {"message", {{"role", "assistant"}, {"content", c.content}}}, {"logprobs", lp},
-                         {"finish_reason", c.finish_reason}});
+      json message = {{"role", "assistant"}, {"content", c.content}};
+      if (!c.reasoning.empty() || (c.think && c.think->reasoned())) {
+        message["reasoning_content"] = c.reasoning;
+        message["reasoning"] = c.reasoning;
+      }
+      if (!c.tool_calls.empty()) {
+        json calls = json::array();
+        for (const ToolCall& call : c.tool_calls)
+          calls.push_back({{"id", call.id}, {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        message["tool_calls"] = calls;
+        if (c.content.empty()) message["content"] = nullptr;  // OpenAI's shape for a reply that is only calls
+      }
+      choices.push_back({{"index", ci}, {"message", message}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
     } else {
       const std::string text = req_.echo ? prompts_[ci / static_cast<size_t>(req_.params.n)].echo + c.content : c.content;
       choices.push_back({{"index", ci}, {"text", text}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});

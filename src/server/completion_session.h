@@ -15,8 +15,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "chat/reasoning_split.h"
+#include "chat/tool_syntax.h"
 #include "constrain/constraint.h"
 #include "server/api_error.h"
+#include "server/chat_request.h"
 #include "server/engine_loop.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -35,6 +38,8 @@ struct ServerContext {
   // Compiles structured-output requests (response_format, guided_*, grammar) on the
   // handler's thread, so a slow schema never holds up the engine. Null: refused with 400.
   const ConstraintCompiler* constraints = nullptr;
+  // The chat template's tool-call syntax, reasoning and default kwargs (chat_request.h).
+  std::shared_ptr<const ChatConventions> chat;
 };
 
 class CompletionSession {
@@ -58,6 +63,11 @@ class CompletionSession {
  private:
   struct Choice {
     std::string content;
+    std::string reasoning;
+    std::vector<ToolCall> tool_calls;
+    // Chat replies read back: <think> text split off, tool calls extracted.
+    std::unique_ptr<ReasoningSplitter> think;
+    std::unique_ptr<ToolCallExtractor> calls;
     int32_t tokens = 0;
     bool done = false;
     bool role_sent = false;
@@ -74,7 +84,8 @@ class CompletionSession {
   // Feeds outputs of prompt p; appends stream events when streaming.
   void consume(size_t p, std::vector<StepOutput>& outs, std::string* events);
   void append_logprobs(Choice& c, const StepOutput& o, const std::string& token_text);
-  std::string chunk(size_t choice, const std::string& delta, const std::string* finish, const nlohmann::json* lp);
+  std::string chunk(size_t choice, const std::string& delta, const std::string* finish, const nlohmann::json* lp,
+                    const std::string& reasoning = {}, const nlohmann::json* tool_calls = nullptr);
   nlohmann::json usage() const;
   bool all_done() const;
 

@@ -69,9 +69,12 @@ struct HttpServer::Impl {
     ApiRequest r = std::move(std::get<ApiRequest>(parsed));
     std::vector<std::vector<int32_t>> prompts;
     if (chat) {
-      auto ids = chat_prompt(r.messages, r.add_generation_prompt);
-      if (!ids) return error_response(ApiError::bad_request(ids.status().message(), "messages"));
-      prompts.push_back(std::move(ids.value()));
+      if (ctx.chat)
+        if (auto e = fit_chat_request(*ctx.chat, r)) return error_response(*e);
+      auto p = chat_prompt(r.chat_input);
+      if (!p) return error_response(ApiError::bad_request(p.status().message(), "messages"));
+      r.reasoning_open = r.split_reasoning && prompt_opens_reasoning(p->text);
+      prompts.push_back(std::move(p->tokens));
     } else {
       for (auto& p : r.prompts) {
         if (auto* text = std::get_if<std::string>(&p)) prompts.push_back(ctx.tokenizer->encode(*text, true, true));
@@ -97,6 +100,19 @@ struct HttpServer::Impl {
     return res;
   }
 
+  // llama-server's /apply-template: the prompt a chat request renders to, not run.
+  HttpResponse apply_template(HttpRequest& req) {
+    if (auto denied = unauthorized(req)) return std::move(*denied);
+    auto parsed = parse_api_request(req.body, /*chat=*/true, &ctx.limits);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
+    ApiRequest r = std::move(std::get<ApiRequest>(parsed));
+    if (ctx.chat)
+      if (auto e = fit_chat_request(*ctx.chat, r)) return error_response(*e);
+    auto p = chat_prompt(r.chat_input);
+    if (!p) return error_response(ApiError::bad_request(p.status().message(), "messages"));
+    return content(json{{"prompt", p->text}}.dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+
   HttpResponse route(HttpRequest& req) {
     // Range is ignored: a byte slice of a generated JSON body is of no use to anyone.
     const bool get = req.method == "GET";
@@ -104,6 +120,7 @@ struct HttpServer::Impl {
     try {
       if (post && req.path == "/v1/completions") return completions(req, false);
       if (post && req.path == "/v1/chat/completions") return completions(req, true);
+      if (post && req.path == "/apply-template") return apply_template(req);
       if (get && req.path == "/v1/models") {
         if (auto denied = unauthorized(req)) return std::move(*denied);
         json m = {{"id", ctx.model_name}, {"object", "model"}, {"created", static_cast<int64_t>(std::time(nullptr))},

@@ -2,7 +2,9 @@
 // the Beast/Asio transport in http_transport.h (asynchronous socket I/O on one thread, the
 // handlers on a bounded worker pool; see there for the connection limits and timeouts).
 // Endpoints: POST /v1/completions and /v1/chat/completions (JSON or server-sent events),
-// GET /v1/models, /health, /metrics (Prometheus text) and / (the web playground). Every error is OpenAI's JSON shape with
+// POST /apply-template (llama-server's: the prompt a chat request renders to), GET
+// /v1/models, /health, /metrics (Prometheus text) and / (the web playground). Every
+// error is OpenAI's JSON shape with
 // the matching status: 400 bad request, 401 wrong or missing API key, 404, 413 body too
 // large, 429 queue full (with Retry-After), 500 engine failure, 503 shutting down or
 // overloaded; 431 headers too large; Range headers are ignored (always the full body).
@@ -36,8 +38,8 @@ struct ServerOptions {
   double write_timeout_s = 600;     // for one write to a slow reader
 };
 
-// Turns a chat request's messages into prompt token ids (the model's chat template).
-using ChatPromptFn = std::function<Result<std::vector<int32_t>>(const std::vector<ChatMessage>&, bool add_generation_prompt)>;
+// Renders a chat request's conversation with the model's chat template and tokenizes it.
+using ChatPromptFn = std::function<Result<ChatPrompt>(const ChatInput&)>;
 
 class HttpServer {
  public:

@@ -7,6 +7,8 @@
 #include <climits>
 #include <cmath>
 
+#include "chat/json_value.h"
+
 namespace pagoda {
 
 using json = nlohmann::json;
@@ -118,7 +120,7 @@ std::optional<ApiError> parse_constraint(Fields& f, ApiRequest& r) {
     if (!rf->is_object()) return bad("response_format", "must be an object");
     auto t = rf->find("type");
     if (t == rf->end() || !t->is_string())
-      return bad("response_format", "'type' must be one of 'text', 'json_object', 'json_schema'");
+      return bad("response_format", "'type' must be one of 'text', 'json_object', 'json_schema', 'structural_tag'");
     const std::string type = t->get<std::string>();
     if (type == "json_object") {
       // llama.cpp's form: json_object with a schema.
@@ -144,8 +146,12 @@ std::optional<ApiError> parse_constraint(Fields& f, ApiRequest& r) {
         if (!strict->is_boolean()) return bad("response_format.json_schema.strict", "must be a boolean");
         if (r.constraint->kind == ConstraintKind::kJsonSchema) r.constraint->strict = strict->get<bool>();
       }
+    } else if (type == "structural_tag") {
+      // xgrammar's form (vLLM and SGLang take it too): {type, format: {...}}.
+      if (auto e = set("response_format", ConstraintKind::kStructuralTag, rf->dump())) return e;
     } else if (type != "text") {
-      return bad("response_format", fmt::format("unknown type '{}' (expected 'text', 'json_object' or 'json_schema')", type));
+      return bad("response_format", fmt::format(
+                                        "unknown type '{}' (expected 'text', 'json_object', 'json_schema' or 'structural_tag')", type));
     }
   }
   if (const json* v = f.get("guided_json"))
@@ -172,9 +178,11 @@ std::optional<ApiError> parse_constraint(Fields& f, ApiRequest& r) {
       if (v->get<bool>())
         if (auto e = set("structured_outputs.json_object", ConstraintKind::kJsonObject, "")) return e;
     }
-    for (const char* unsupported : {"structural_tag"})
-      if (g.get(unsupported) != nullptr)
-        return bad(fmt::format("structured_outputs.{}", unsupported), "is not supported");
+    if (const json* v = g.get("structural_tag")) {
+      auto text = schema_text(*v);
+      if (!text) return bad("structured_outputs.structural_tag", "must be a structural tag (an object or its JSON text)");
+      if (auto e = set("structured_outputs.structural_tag", ConstraintKind::kStructuralTag, *text)) return e;
+    }
   }
   if (const json* v = f.get("grammar"))
     if (auto e = string_field("grammar", *v, ConstraintKind::kGrammar)) return e;
@@ -219,29 +227,148 @@ std::optional<ApiError> parse_prompt(const json& p, ApiRequest& r) {
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_messages(const json& m, ApiRequest& r) {
+using ojson = nlohmann::ordered_json;
+
+ApiError bad_field(const std::string& field, const std::string& what) {
+  return ApiError::bad_request(fmt::format("'{}': {}", field, what), field);
+}
+
+// One message's content as text: a string, null (""), or text parts joined.
+std::optional<ApiError> message_text(const ojson& c, std::string& out) {
+  out.clear();
+  if (c.is_null()) return std::nullopt;
+  if (c.is_string()) {
+    out = c.get<std::string>();
+    return std::nullopt;
+  }
+  if (!c.is_array()) return bad_field("messages", "'content' must be a string or a list of parts");
+  for (const ojson& part : c) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      return bad_field("messages", "only text content parts are supported");
+    out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_tool_calls(ojson& calls, size_t index) {
+  const std::string where = fmt::format("messages[{}].tool_calls", index);
+  if (!calls.is_array()) return bad_field("messages", where + " must be a list");
+  for (ojson& call : calls) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+      return bad_field("messages", where + ": each call needs a 'function' object");
+    ojson& fn = call["function"];
+    if (!fn.contains("name") || !fn["name"].is_string())
+      return bad_field("messages", where + ": each function needs a string 'name'");
+    auto args = fn.find("arguments");
+    if (args == fn.end() || args->is_null()) {
+      fn["arguments"] = ojson::object();
+    } else if (args->is_string()) {
+      ojson parsed = ojson::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_discarded() || !parsed.is_object())
+        return bad_field("messages", where + ": 'arguments' must be a JSON object (as text)");
+      *args = std::move(parsed);
+    } else if (!args->is_object()) {
+      return bad_field("messages", where + ": 'arguments' must be a string holding a JSON object");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const ojson& m, ApiRequest& r) {
   if (!m.is_array() || m.empty()) return ApiError::bad_request("'messages': must be a non-empty list", "messages");
-  for (const json& e : m) {
+  std::vector<jinja::Value> list;
+  list.reserve(m.size());
+  for (size_t i = 0; i < m.size(); ++i) {
+    ojson e = m[i];
     if (!e.is_object() || !e.contains("role") || !e["role"].is_string())
       return ApiError::bad_request("'messages': each message needs a string 'role'", "messages");
-    ChatMessage t;
-    t.role = e["role"].get<std::string>();
+    std::string text;
     auto c = e.find("content");
-    if (c == e.end() || c->is_null()) {
-      t.content.clear();
-    } else if (c->is_string()) {
-      t.content = c->get<std::string>();
-    } else if (c->is_array()) {
-      // Content parts: the text parts, joined (no images here).
-      for (const json& part : *c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-          return ApiError::bad_request("'messages': only text content parts are supported", "messages");
-        t.content += part["text"].get<std::string>();
-      }
-    } else {
-      return ApiError::bad_request("'messages': 'content' must be a string or a list of parts", "messages");
+    if (c != e.end())
+      if (auto err = message_text(*c, text)) return err;
+    e["content"] = text;
+    auto calls = e.find("tool_calls");
+    if (calls != e.end()) {
+      if (calls->is_null()) e.erase(calls);
+      else if (auto err = parse_tool_calls(*calls, i)) return err;
     }
-    r.messages.push_back(std::move(t));
+    list.push_back(jinja_from_json(e));
+  }
+  r.chat_input.messages = jinja::Value::list(std::move(list));
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_tools(const ojson& body, ApiRequest& r) {
+  auto t = body.find("tools");
+  if (t != body.end() && !t->is_null()) {
+    if (!t->is_array()) return bad_field("tools", "must be a list of tools");
+    for (size_t i = 0; i < t->size(); ++i) {
+      const ojson& tool = (*t)[i];
+      const std::string where = fmt::format("tools[{}]", i);
+      if (!tool.is_object() || tool.value("type", "function") != "function")
+        return bad_field("tools", where + " must be an object of type 'function'");
+      auto fn = tool.find("function");
+      if (fn == tool.end() || !fn->is_object()) return bad_field("tools", where + " needs a 'function' object");
+      auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
+        return bad_field("tools", where + ".function needs a non-empty string 'name'");
+      ToolDef def;
+      def.name = name->get<std::string>();
+      for (const ToolDef& d : r.tools)
+        if (d.name == def.name) return bad_field("tools", fmt::format("two tools are named '{}'", def.name));
+      auto params = fn->find("parameters");
+      if (params != fn->end() && !params->is_null()) {
+        if (!params->is_object()) return bad_field("tools", where + ".function.parameters must be a JSON schema object");
+        def.parameters = params->dump();
+      }
+      r.tools.push_back(std::move(def));
+    }
+    if (!r.tools.empty()) r.chat_input.tools = jinja_from_json(*t);
+  }
+  auto choice = body.find("tool_choice");
+  if (choice != body.end() && !choice->is_null()) {
+    if (choice->is_string()) {
+      const std::string c = choice->get<std::string>();
+      if (c == "auto") r.tool_choice = ToolChoice::kAuto;
+      else if (c == "none") r.tool_choice = ToolChoice::kNone;
+      else if (c == "required") r.tool_choice = ToolChoice::kRequired;
+      else return bad_field("tool_choice", fmt::format("'{}' is not one of 'none', 'auto', 'required' or a function", c));
+    } else if (choice->is_object() && choice->contains("function") && (*choice)["function"].is_object() &&
+               (*choice)["function"].contains("name") && (*choice)["function"]["name"].is_string()) {
+      r.tool_choice = ToolChoice::kNamed;
+      r.tool_choice_name = (*choice)["function"]["name"].get<std::string>();
+    } else {
+      return bad_field("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (r.tools.empty() && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed))
+      return bad_field("tool_choice", "needs 'tools'");
+    if (r.tool_choice == ToolChoice::kNamed) {
+      bool found = false;
+      for (const ToolDef& d : r.tools) found = found || d.name == r.tool_choice_name;
+      if (!found) return bad_field("tool_choice", fmt::format("names the function '{}', which is not in 'tools'", r.tool_choice_name));
+    }
+  }
+  auto parallel = body.find("parallel_tool_calls");
+  if (parallel != body.end() && !parallel->is_null()) {
+    if (!parallel->is_boolean()) return bad_field("parallel_tool_calls", "must be a boolean");
+    r.parallel_tool_calls = parallel->get<bool>();
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_chat_options(const ojson& body, ApiRequest& r) {
+  auto kw = body.find("chat_template_kwargs");
+  if (kw != body.end() && !kw->is_null()) {
+    if (!kw->is_object()) return bad_field("chat_template_kwargs", "must be an object");
+    for (const auto& [key, value] : kw->items()) r.chat_input.kwargs.set(jinja::Value(key), jinja_from_json(value));
+  }
+  auto rf = body.find("reasoning_format");
+  if (rf != body.end() && !rf->is_null()) {
+    ReasoningFormat f;
+    if (!rf->is_string() || !parse_reasoning_format(rf->get<std::string>(), f))
+      return bad_field("reasoning_format", "must be 'auto', 'deepseek' or 'none'");
+    r.reasoning_format = f;
   }
   return std::nullopt;
 }
@@ -312,10 +439,14 @@ std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bo
     r.model = m->get<std::string>();
   }
   if (chat) {
-    auto it = j.find("messages");
-    if (it == j.end()) return ApiError::bad_request("'messages' is required", "messages");
+    // Parsed again keeping key order: templates print messages and tools as given.
+    const ojson oj = ojson::parse(body, nullptr, /*allow_exceptions=*/false);
+    auto it = oj.find("messages");
+    if (it == oj.end()) return ApiError::bad_request("'messages' is required", "messages");
     if (auto e = parse_messages(*it, r)) return *e;
-    f.boolean("add_generation_prompt", r.add_generation_prompt);
+    if (auto e = parse_tools(oj, r)) return *e;
+    if (auto e = parse_chat_options(oj, r)) return *e;
+    f.boolean("add_generation_prompt", r.chat_input.add_generation_prompt);
   } else {
     auto it = j.find("prompt");
     if (it == j.end()) return ApiError::bad_request("'prompt' is required", "prompt");

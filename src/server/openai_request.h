@@ -13,7 +13,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "chat/chat_template.h"
+#include "chat/chat_prompt.h"
+#include "chat/reasoning_split.h"
+#include "chat/tool_syntax.h"
 #include "constrain/constraint.h"
 #include "engine/request.h"
 #include "server/api_error.h"
@@ -25,9 +27,23 @@ struct ApiRequest {
   std::string model;
   // Completions: one or more prompts, each text or token ids.
   std::vector<std::variant<std::string, std::vector<int32_t>>> prompts;
-  // Chat: the conversation.
-  std::vector<ChatMessage> messages;
-  bool add_generation_prompt = true;
+  // Chat: the conversation as the template reads it (messages with their tool calls and
+  // tool results, tools, chat_template_kwargs, add_generation_prompt). Content parts are
+  // joined into one text, a null content is "", and each tool call's `arguments` string
+  // is parsed into an object (as vLLM does: templates print it with tojson).
+  ChatInput chat_input;
+  // Tools and how the reply may use them (OpenAI's defaults: auto when tools are given,
+  // parallel calls allowed).
+  std::vector<ToolDef> tools;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;  // ToolChoice::kNamed
+  bool parallel_tool_calls = true;
+  std::optional<ReasoningFormat> reasoning_format;  // llama.cpp's per-request override
+  // How the reply is read back, set by the server from the chat template: the tool-call
+  // syntax to extract (null: none), and whether <think> is split off (and already open).
+  const ToolSyntax* tool_syntax = nullptr;
+  bool split_reasoning = false;
+  bool reasoning_open = false;
   RequestParams params;           // n, max_tokens, sampling, logprobs, ...
   bool max_tokens_given = false;
   std::vector<std::string> stop;

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     return usage(std::string(paths[1]) + " does not hold a JSON object");
 
   pagoda::Result<std::string> out =
-      pagoda::render_template(source, pagoda::test::jinja_from_json(context_json), options);
+      pagoda::render_template(source, pagoda::jinja_from_json(context_json), options);
   if (!out) {
     fmt::print(stderr, "error: {}\n", out.status().message());
     return 1;
