@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/tool_syntax_common.h"
+#include "constrain/constraint.h"
 #include "constrain/schema_support.h"
 
 namespace pagoda {
@@ -79,7 +80,8 @@ Result<std::string> tool_call_structural_tag(const ToolSyntax& syntax, const std
   for (size_t i = 0; i < tools.size(); ++i) {
     const ToolDef& t = tools[i];
     if (choice == ToolChoice::kNamed && t.name != named) continue;
-    ojson schema = {{"type", "object"}};
+    // OpenAI: a function without parameters takes none, so its arguments are {}.
+    ojson schema = {{"type", "object"}, {"properties", ojson::object()}, {"additionalProperties", false}};
     if (!t.parameters.empty()) {
       auto prepared = prepare_json_schema(t.parameters);
       if (!prepared) return error("tools[{}].function.parameters: {}", i, prepared.status().message());
@@ -88,7 +90,7 @@ Result<std::string> tool_call_structural_tag(const ToolSyntax& syntax, const std
     }
     tags.push_back({{"type", "tag"},
                     {"begin", syntax.call_prefix(t.name)},
-                    {"content", {{"type", "json_schema"}, {"json_schema", schema}}},
+                    {"content", {{"type", "json_schema"}, {"json_schema", schema}, {"max_whitespace_cnt", kMaxJsonWhitespace}}},
                     {"end", syntax.call_suffix}});
   }
   if (tags.empty()) return error("tool_choice names the function '{}', which is not in 'tools'", named);

@@ -27,7 +27,7 @@ struct ToolCall {
 
 struct ToolDef {
   std::string name;
-  std::string parameters;  // the parameters' JSON schema (text); empty: any object
+  std::string parameters;  // the parameters' JSON schema (text); empty: none (arguments are {})
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };

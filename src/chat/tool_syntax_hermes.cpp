@@ -24,6 +24,8 @@ std::optional<std::vector<ToolCall>> parse(std::string_view region) {
     // A reply cut after the JSON (no closing tag) still says what it calls.
     const size_t end = close == std::string_view::npos ? region.size() : close;
     auto call = tool_call_from_json(region.substr(body, end - body), "arguments");
+    // A reply cut inside its last call (max_tokens) keeps the calls it completed.
+    if (!call && close == std::string_view::npos && !calls.empty()) break;
     if (!call) return std::nullopt;
     calls.push_back(std::move(*call));
     if (close == std::string_view::npos) break;

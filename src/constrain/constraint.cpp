@@ -36,10 +36,6 @@ class Constraint {
 
 namespace {
 
-// Whitespace a schema allows between JSON tokens, at most this many characters per gap
-// (llama.cpp's JSON grammars allow a newline and 20 indentation characters): pretty
-// printing stays possible, and a model cannot spend its whole budget on spaces.
-constexpr int kMaxJsonWhitespace = 20;
 
 // One literal of xgrammar's EBNF: bytes as they are, except quotes, backslashes and
 // control characters, which are escaped.

@@ -27,6 +27,12 @@ namespace pagoda {
 
 class Tokenizer;
 
+// Whitespace a schema allows between JSON tokens, at most this many characters per gap
+// (llama.cpp's JSON grammars allow a newline and 20 indentation characters): pretty
+// printing stays possible, and a model cannot spend its whole budget on spaces. Grammars
+// built elsewhere (tool calls' structural tags) use the same cap.
+inline constexpr int kMaxJsonWhitespace = 20;
+
 enum class ConstraintKind {
   kJsonSchema,  // text: the schema (JSON)
   kJsonObject,  // any JSON value whose top level is an object

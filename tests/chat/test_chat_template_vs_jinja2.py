@@ -18,60 +18,14 @@ settings and jinja2's defaults (trim_blocks and lstrip_blocks off).
 import json
 import pathlib
 import subprocess
-from datetime import datetime
 
 import pytest
 
 from oracles import import_oracle
-
-jinja2 = import_oracle("jinja2")
-from jinja2 import nodes  # noqa: E402
-from jinja2.exceptions import TemplateError  # noqa: E402
-from jinja2.ext import Extension, loopcontrols  # noqa: E402
-from jinja2.sandbox import ImmutableSandboxedEnvironment  # noqa: E402
+from jinja2_oracle import HF_ENV, environment
+from jinja2.exceptions import TemplateError  # noqa: E402 (jinja2_oracle checked it is installed)
 
 TEMPLATE_DIR = pathlib.Path(__file__).resolve().parent / "chat_templates"
-
-
-# --- the oracle: transformers' environment ------------------------------------------
-
-class GenerationTag(Extension):
-    """transformers' AssistantTracker without the index bookkeeping: renders the body."""
-
-    tags = {"generation"}
-
-    def parse(self, parser):
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
-        return nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
-
-    def _render(self, caller):
-        return caller()
-
-
-def raise_exception(message):
-    raise TemplateError(message)
-
-
-def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
-
-
-def strftime_now(format):
-    return datetime.now().strftime(format)
-
-
-def environment(trim_blocks=True, lstrip_blocks=True):
-    env = ImmutableSandboxedEnvironment(trim_blocks=trim_blocks, lstrip_blocks=lstrip_blocks,
-                                        extensions=[GenerationTag, loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    return env
-
-
-HF_ENV = environment()
 PLAIN_ENV = environment(trim_blocks=False, lstrip_blocks=False)
 
 
