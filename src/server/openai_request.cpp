@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "chat/json_value.h"
+#include "server/request_fields.h"
 
 namespace pagoda {
 
@@ -502,10 +503,17 @@ std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bo
     if (!b->is_number_integer() || b->get<int64_t>() != r.params.n)
       return ApiError::bad_request("'best_of' other than n is not supported", "best_of");
   }
-  if (f.get("suffix") != nullptr) return ApiError::bad_request("'suffix' is not supported", "suffix");
-  if (const json* lb = f.get("logit_bias")) {
-    if (!lb->is_object() || !lb->empty()) return ApiError::bad_request("'logit_bias' is not supported", "logit_bias");
+  if (auto e = refuse_unimplemented_fields(j, chat)) return *e;
+  if (const json* ids = f.get("stop_token_ids")) {
+    if (!ids->is_array()) return ApiError::bad_request("'stop_token_ids': must be a list of token ids", "stop_token_ids");
+    for (const json& t : *ids) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+        return ApiError::bad_request("'stop_token_ids': must be a list of token ids", "stop_token_ids");
+      r.params.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
   }
+  f.number("priority", r.params.priority, INT32_MIN, INT32_MAX);
+  if (f.err) return *f.err;
   if (limits != nullptr)
     if (auto e = check_request_counts(r, *limits)) return *e;
   return r;
