@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <chrono>
 #include <algorithm>
 #include <unordered_map>
 
@@ -198,7 +199,11 @@ void Engine::draw_samples() {
         mine.assign(row.begin(), row.end());
         row = mine;
       }
-      if (d.seq->constraint) d.seq->constraint->mask(row);
+      if (d.seq->constraint) {
+        const auto t0 = std::chrono::steady_clock::now();
+        d.seq->constraint->mask(row);
+        d.mask_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
       d.token = d.seq->sampler->sample(row, d.seq->tokens, draw_scratch_[thread]);
     }
   };
@@ -234,7 +239,11 @@ void Engine::record_sample(const Draw& d, StepOutput& out) {
   // The mask allowed only tokens the grammar accepts, so accept() cannot fail here; a
   // complete grammar has taken its stop token and ends the sample even under ignore_eos.
   bool grammar_done = false;
-  if (s.constraint) grammar_done = !s.constraint->accept(tok) || s.constraint->terminated();
+  if (s.constraint) {
+    grammar_done = !s.constraint->accept(tok) || s.constraint->terminated();
+    out.constrained = true;
+    out.mask_seconds = d.mask_seconds;
+  }
   OutputProcessor::Update u = s.output->push(tok, at_length(s), grammar_done);
   out.text = std::move(u.text);
   out.finish = u.finish;

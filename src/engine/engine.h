@@ -105,6 +105,7 @@ class Engine {
     size_t row = 0;
     bool copy = false;  // sample from a copy: the raw row is shared or still needed
     int32_t token = -1;
+    double mask_seconds = 0;
   };
   // Draws every pending sample, in parallel across sequences when the rows are wide.
   void draw_samples();

@@ -66,6 +66,9 @@ struct StepOutput {
   int32_t prompt_tokens = 0;
   int32_t cached_prompt_tokens = 0;  // prompt tokens found in the prefix cache
   int32_t output_tokens = 0;         // so far, this one included
+  // Constrained samples: the time the grammar's mask of this token's row took.
+  bool constrained = false;
+  double mask_seconds = 0;
 };
 
 }  // namespace pagoda

@@ -81,6 +81,7 @@ std::variant<std::unique_ptr<CompletionSession>, ApiError> CompletionSession::st
     if (!compiled)
       return ApiError::bad_request(fmt::format("'{}': cannot be compiled: {}", field, compiled.status().message()), field);
     params.constraint = std::move(compiled.value());
+    if (ctx.metrics != nullptr) ctx.metrics->count_constrained_request(constraint_kind_name(req.constraint->kind));
   }
   for (const auto& p : prompts)
     if (auto rejected = ctx.loop->check(p, params))

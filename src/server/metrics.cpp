@@ -8,6 +8,10 @@ namespace {
 std::vector<double> latency_buckets() {
   return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
 }
+// A grammar's mask of one row: cached states take microseconds, a cold one milliseconds.
+std::vector<double> mask_buckets() {
+  return {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1};
+}
 std::vector<double> length_buckets() { return {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}; }
 
 std::string fmt_double(double v) { return fmt::format("{}", v); }
@@ -57,7 +61,23 @@ Metrics::Metrics(std::string model_name)
       itl_(latency_buckets()),
       e2e_(latency_buckets()),
       prompt_len_(length_buckets()),
-      gen_len_(length_buckets()) {}
+      gen_len_(length_buckets()),
+      mask_(mask_buckets()) {}
+
+void Metrics::count_constrained_request(const std::string& kind) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [k, n] : constrained_requests_)
+    if (k == kind) {
+      ++n;
+      return;
+    }
+  constrained_requests_.emplace_back(kind, 1);
+}
+
+void Metrics::observe_mask(double s) {
+  std::lock_guard<std::mutex> l(mu_);
+  mask_.observe(s);
+}
 
 void Metrics::observe_ttft(double s) {
   std::lock_guard<std::mutex> l(mu_);
@@ -138,6 +158,11 @@ std::string Metrics::render() const {
   histogram("e2e_request_latency_seconds", "Request latency from arrival to the last token.", e2e_);
   histogram("request_prompt_tokens", "Prompt length of finished requests.", prompt_len_);
   histogram("request_generation_tokens", "Generated length of finished requests.", gen_len_);
+  o += "# HELP pagoda:structured_output_requests Requests with a constraint, by kind (structural_tag: tool calls).\n"
+       "# TYPE pagoda:structured_output_requests counter\n";
+  for (const auto& [kind, n] : constrained_requests_)
+    o += fmt::format("pagoda:structured_output_requests_total{{{},kind=\"{}\"}} {}\n", labels_, kind, n);
+  histogram("structured_output_mask_seconds", "Time to mask one constrained token's logits with its grammar.", mask_);
   return o;
 }
 

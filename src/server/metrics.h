@@ -47,6 +47,10 @@ class Metrics {
   void count_prompt_tokens(int64_t n);
   void count_generation_tokens(int64_t n);
   void count_http(int status);
+  // Structured output: a request that carried a constraint (of `kind`, e.g. "json_schema",
+  // "structural_tag" for tool calls), and the mask time of each constrained token.
+  void count_constrained_request(const std::string& kind);
+  void observe_mask(double s);
   void set_engine(const EngineGauges& g);
 
   std::string render() const;
@@ -54,7 +58,8 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   std::string labels_;
-  Histogram ttft_, itl_, e2e_, prompt_len_, gen_len_;
+  Histogram ttft_, itl_, e2e_, prompt_len_, gen_len_, mask_;
+  std::vector<std::pair<std::string, int64_t>> constrained_requests_;  // by kind, in first-seen order
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   int64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;
   int64_t http_2xx_ = 0, http_4xx_ = 0, http_5xx_ = 0;
