@@ -1,8 +1,11 @@
 #include "constrain/schema_support.h"
 
+#include "constrain/schema_merge.h"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cmath>
 #include <string_view>
 
 namespace pagoda {
@@ -47,7 +50,7 @@ std::string pointer_child(const std::string& at, std::string_view key) {
   return at + "/" + k;
 }
 
-Status check(json& s, const std::string& at) {
+Status check(json& s, const std::string& at, const json& root) {
   if (s.is_boolean()) return Status::ok();
   if (!s.is_object()) return error("{}: a schema must be an object or a boolean", at.empty() ? "/" : at);
   const std::string where = at.empty() ? "the top level" : at;
@@ -70,16 +73,8 @@ Status check(json& s, const std::string& at) {
       s.erase(bound);
     }
   }
-  // allOf: one branch is that branch; several are merged by xgrammar only when they are
-  // objects (it drops a number range in one of them).
-  if (auto a = s.find("allOf"); a != s.end() && a->is_array() && a->size() > 1) {
-    for (const json& b : *a) {
-      const bool object = b.is_object() && (b.contains("properties") || b.contains("$ref") ||
-                                            (b.contains("type") && b["type"] == "object"));
-      if (!object)
-        return error("'allOf' (at {}) is supported only over object schemas in structured output", where);
-    }
-  }
+  // What xgrammar would drop beside $ref / anyOf / oneOf / allOf / enum / const.
+  PAGODA_TRY(schema::normalize_combinators(s, root, where));
   // Draft 4-7 tuples: items as a list, additionalItems for the rest.
   if (auto it = s.find("items"); it != s.end() && it->is_array()) {
     json tuple = std::move(*it);
@@ -103,18 +98,48 @@ Status check(json& s, const std::string& at) {
     if (implied.size() == 1) s["type"] = implied[0];
     else if (implied.size() > 1) s["type"] = std::move(implied);
   }
+  // Formats whose xgrammar pattern lets invalid values through ("01.2.3.4"'s leading zero,
+  // which RFC 2673 readers take for octal; February 31): a stricter pattern of their own,
+  // every value of which is valid (February 29 and leap seconds left out).
+  if (auto f = s.find("format"); f != s.end() && f->is_string()) {
+    static constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kStrict = {{
+        {"ipv4", R"(^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$)"},
+        {"date", R"(^[1-9][0-9]{3}-(((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01]))|((0[469]|11)-(0[1-9]|[12][0-9]|30))|(02-(0[1-9]|1[0-9]|2[0-8])))$)"},
+        {"date-time", R"(^[1-9][0-9]{3}-(((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01]))|((0[469]|11)-(0[1-9]|[12][0-9]|30))|(02-(0[1-9]|1[0-9]|2[0-8])))T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$)"},
+    }};
+    for (const auto& [name, pattern] : kStrict) {
+      if (*f != name) continue;
+      if (s.contains("pattern"))
+        return error("'format' {} with a 'pattern' beside it (at {}) is not supported in structured output", name, where);
+      s["pattern"] = std::string(pattern);
+      s.erase("format");
+      break;
+    }
+  }
+  // xgrammar honours multipleOf on integers only: a whole multipleOf makes a number an
+  // integer (every multiple is one), a fractional one cannot be generated exactly.
+  if (auto m = s.find("multipleOf"); m != s.end() && m->is_number()) {
+    const double step = m->get<double>();
+    if (!(step > 0) || step != std::floor(step))
+      return error("'multipleOf' {} (at {}) is supported only as a whole number in structured output", m->dump(), where);
+    auto t = s.find("type");
+    if (t != s.end() && *t == "number") *t = "integer";
+    else if (t != s.end() && t->is_array())
+      for (json& x : *t)
+        if (x == "number") x = "integer";
+  }
   for (const auto& [key, holds] : kSubschemas) {
     auto it = s.find(std::string(key));
     if (it == s.end()) continue;
     const std::string here = pointer_child(at, key);
     if (holds == Holds::kSchema) {
-      PAGODA_TRY(check(*it, here));
+      PAGODA_TRY(check(*it, here, root));
     } else if (holds == Holds::kList) {
       if (!it->is_array()) return error("'{}' (at {}) must be a list of schemas", key, where);
-      for (size_t i = 0; i < it->size(); ++i) PAGODA_TRY(check((*it)[i], pointer_child(here, std::to_string(i))));
+      for (size_t i = 0; i < it->size(); ++i) PAGODA_TRY(check((*it)[i], pointer_child(here, std::to_string(i)), root));
     } else {
       if (!it->is_object()) return error("'{}' (at {}) must be an object", key, where);
-      for (auto& [name, sub] : it->items()) PAGODA_TRY(check(sub, pointer_child(here, name)));
+      for (auto& [name, sub] : it->items()) PAGODA_TRY(check(sub, pointer_child(here, name), root));
     }
   }
   return Status::ok();
@@ -125,7 +150,9 @@ Status check(json& s, const std::string& at) {
 Result<std::string> prepare_json_schema(const std::string& schema_text) {
   json s = json::parse(schema_text, nullptr, false);
   if (s.is_discarded()) return error("the schema is not valid JSON");
-  PAGODA_TRY(check(s, ""));
+  // $refs resolve against the schema as given (a copy: the walk rewrites s).
+  const json root = s;
+  PAGODA_TRY(check(s, "", root));
   return s.dump();
 }
 

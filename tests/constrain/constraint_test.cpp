@@ -172,6 +172,17 @@ TEST_F(Constrained, RegexAndGrammarAreFollowed) {
   // llama.cpp's GBNF syntax.
   walks_match(compile(spec(ConstraintKind::kGrammar, "root ::= \"[\" item (\", \" item)* \"]\"\nitem ::= [0-9] | \"true\"\n")),
               "\\[([0-9]|true)(, ([0-9]|true))*\\]");
+  // A JSON-schema pattern with an optional group around a bounded repetition (xgrammar
+  // once let "49Z" through here: scripts/patches/xgrammar-0.2.9-optional-group-ends.patch).
+  auto c = compile(spec(ConstraintKind::kJsonSchema, R"({"type": "string", "pattern": "^(x[0-9]{1,3})?Z$"})"));
+  ASSERT_TRUE(c);
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    ConstraintMatcher m(c);
+    Walk w = walk(*tok_, m, seed, width_);
+    ASSERT_TRUE(w.terminated) << w.text;
+    const std::string value = nlohmann::json::parse(w.text).get<std::string>();
+    EXPECT_TRUE(std::regex_match(value, std::regex("(x[0-9]{1,3})?Z"))) << value;
+  }
 }
 
 TEST_F(Constrained, PaddedIdsAndControlTokensAreNeverAllowed) {
