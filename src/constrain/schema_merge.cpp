@@ -27,7 +27,8 @@ const std::array<std::string_view, 6> kUpperBounds = {"maximum", "exclusiveMaxim
                                                       "maxProperties", ""};
 
 bool has_constraints(const json& s, std::initializer_list<const char*> besides) {
-  for (const auto& [k, v] : s.items()) {
+  for (const auto& item : s.items()) {
+    const std::string& k = item.key();
     if (is_annotation(k)) continue;
     if (std::find_if(besides.begin(), besides.end(), [&](const char* b) { return k == b; }) != besides.end()) continue;
     return true;
