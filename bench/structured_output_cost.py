@@ -20,7 +20,8 @@ unconstrained and constrained batches in an order that alternates with the round
 which engine goes first. Pagoda's /metrics gives the mask time per constrained token
 (pagoda:structured_output_mask_seconds: mean exact, p50/p99 interpolated in its buckets).
 
-Servers: `pagoda serve -m M -t TH --max-num-seqs C -c CTX` and `llama-server -m M -t TH
+Servers: `pagoda serve -m M -t TH --max-num-seqs C -c CTX` (engine `pagoda-noff`: the
+same with --no-grammar-fast-forward, tokens the grammar forces sampled one by one) and `llama-server -m M -t TH
 -np C -c C*CTX --no-webui` (CTX 512). Reported: medians over rounds, the ratio
 constrained/unconstrained per engine, the load average seen. JSON to --json-out
 (default $PAGODA_CACHE/bench-results/structured-<time>.json).
@@ -116,9 +117,11 @@ def diff(after: dict, before: dict) -> dict:
 
 def run_engine(engine: str, a, model: Path, llama_bin: Path, pagoda: Path, rnd: int, logs: Path) -> dict:
     port = cs.free_port()
-    if engine == "pagoda":
+    if engine.startswith("pagoda"):
         cmd = [str(pagoda), "serve", "-m", str(model), "-t", str(a.threads), "--max-num-seqs", str(a.concurrency),
                "-c", str(a.ctx), "--host", "127.0.0.1", "--port", str(port)]
+        if engine == "pagoda-noff":
+            cmd.append("--no-grammar-fast-forward")
     else:
         cmd = [str(llama_bin / "llama-server"), "-m", str(model), "-t", str(a.threads), "-np", str(a.concurrency),
                "-c", str(a.concurrency * a.ctx), "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
@@ -133,7 +136,7 @@ def run_engine(engine: str, a, model: Path, llama_bin: Path, pagoda: Path, rnd: 
             post(server.base, body, a.timeout)
         order = (False, True) if rnd % 2 == 0 else (True, False)
         for constrained in order:
-            before = mask_histogram(server.base) if engine == "pagoda" else None
+            before = mask_histogram(server.base) if engine.startswith("pagoda") else None
             load0 = os.getloadavg()[0]
             r = batch(server.base, constrained, a)
             r["loadavg_1m_before"] = load0

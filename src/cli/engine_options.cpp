@@ -27,6 +27,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_flag("--disable-hybrid-kv-cache-manager", a.disable_hybrid_kv,
                "Keep every layer's KV for the whole sequence, also for sliding-window layers (Gemma 3), "
                "instead of releasing blocks that left the window");
+  app.add_flag("--no-grammar-fast-forward", a.no_grammar_fast_forward,
+               "Sample every token of a constrained reply, also those its grammar forces (by default they are "
+               "appended at once and computed together in the next step)");
 }
 
 Result<size_t> parse_memory_size(const std::string& s) {
@@ -80,6 +83,7 @@ Result<EngineConfig> engine_config(const EngineArgs& a, int32_t max_model_len) {
   c.scheduler.policy = a.policy == "priority" ? SchedulePolicy::kPriority : SchedulePolicy::kFcfs;
   c.scheduler.prefix_caching = !a.no_prefix_caching;
   c.window_kv_release = !a.disable_hybrid_kv;
+  c.grammar_fast_forward = !a.no_grammar_fast_forward;
   c.max_model_len = max_model_len;
   return c;
 }

@@ -25,6 +25,7 @@ struct EngineArgs {
   std::string policy = "fcfs";
   bool no_prefix_caching = false;
   bool disable_hybrid_kv = false;
+  bool no_grammar_fast_forward = false;
 };
 
 void add_engine_options(CLI::App& app, EngineArgs& args);

@@ -107,7 +107,21 @@ bool ConstraintMatcher::accept(int32_t token) {
 
 bool ConstraintMatcher::terminated() const { return impl_->matcher.IsTerminated(); }
 
-std::vector<int32_t> ConstraintMatcher::forced_tokens() const { return impl_->matcher.FindJumpForwardTokens(); }
+std::vector<int32_t> ConstraintMatcher::forced_tokens(const Tokenizer& tokenizer) const {
+  const std::string text = impl_->matcher.FindJumpForwardString();
+  if (text.empty()) return {};
+  std::vector<int32_t> ids = tokenizer.encode_continuation(text);
+  if (ids.size() < 2) return {};
+  ids.pop_back();
+  size_t at = 0;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= impl_->constraint->width) return {};
+    const std::string piece = tokenizer.token_to_bytes(id);
+    if (piece.empty() || text.compare(at, piece.size(), piece) != 0) return {};
+    at += piece.size();
+  }
+  return ids;
+}
 
 std::unique_ptr<ConstraintMatcher> ConstraintMatcher::fork() const {
   auto impl = std::make_unique<Impl>(impl_->constraint, impl_->matcher.Fork());

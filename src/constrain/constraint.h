@@ -69,8 +69,13 @@ class ConstraintMatcher {
   bool accept(int32_t token);
   // The grammar accepted one of its stop tokens: nothing may follow.
   bool terminated() const;
-  // Tokens the grammar forces from here whatever the model says (may be empty).
-  std::vector<int32_t> forced_tokens() const;
+  // Tokens the grammar forces from here whatever the model says (may be empty): the
+  // forced text as `tokenizer` encodes a continuation (special tokens parsed, so
+  // "<tool_call>" is its own token as the model writes it, where a byte-wise longest match
+  // would spell it out and mislead the model), without the last token, which could merge
+  // with what follows.
+  // Empty when the encoding does not spell the text byte for byte.
+  std::vector<int32_t> forced_tokens(const Tokenizer& tokenizer) const;
   // An independent copy in the same state (n > 1 forks).
   std::unique_ptr<ConstraintMatcher> fork() const;
 

@@ -31,6 +31,48 @@ KvShape Engine::kv_shape(const ModelConfig& mc, const EngineConfig& config) {
   return shape;
 }
 
+Result<KvBudget> Engine::kv_budget(const ModelConfig& mc, const EngineConfig& config, size_t available) {
+  const SchedulerConfig& sc = config.scheduler;
+  KvBudget b;
+  int32_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.n_ctx_train;
+  if (max_len <= 0) max_len = 4096;
+  b.shape = kv_shape(mc, config);
+  const KvLayout layout = b.shape.layout();
+  // The most tokens of one sequence computed in a step: static batching prefills whole
+  // prompts, so there a windowed group may need every block of the prompt at once.
+  const int32_t chunk = sc.mode == ScheduleMode::kStatic ? INT32_MAX / 2 : sc.max_num_batched_tokens;
+  size_t bytes = config.kv_cache_bytes;
+  if (bytes == 0) {
+    b.wanted = KvStorage::bytes_per_block(b.shape) *
+               static_cast<size_t>(layout.max_blocks_for(max_len, std::max(1, config.block_size), chunk)) *
+               static_cast<size_t>(sc.max_num_seqs);
+    b.capped = available > 0 && b.wanted > available / 4;
+    bytes = b.capped ? available / 4 : b.wanted;
+  }
+  // A budget the machine cannot give would be prefaulted into swap or the OOM killer.
+  if (config.kv_cache_bytes > 0 && available > 0 && config.kv_cache_bytes > available)
+    return error("--kv-cache-memory: {:.2f} GiB is more than the {:.2f} GiB of memory available on this machine",
+                 static_cast<double>(config.kv_cache_bytes) / (1 << 30), static_cast<double>(available) / (1 << 30));
+  b.blocks = KvStorage::blocks_for_bytes(b.shape, bytes);
+  b.bytes = KvStorage::bytes_per_block(b.shape) * static_cast<size_t>(b.blocks);
+  // One sequence alone always fits, so preemption can always make progress: the longest
+  // whose blocks, over all layer groups, the pool holds.
+  b.max_model_len = layout.longest_fitting(b.blocks, config.block_size, chunk, max_len);
+  // A server whose pool cannot hold one block of one sequence would report healthy and
+  // refuse every request.
+  const int64_t min_len = std::min<int64_t>(max_len, std::max(1, config.block_size));
+  if (b.max_model_len < min_len)
+    return error("the KV cache budget of {} bytes holds {} tokens of context, fewer than one block ({} tokens); "
+                 "raise --kv-cache-memory (one block of every layer takes {} bytes)",
+                 bytes, b.max_model_len, min_len, KvStorage::bytes_per_block(b.shape));
+  return b;
+}
+
+size_t Engine::scratch_bytes(const ModelConfig& mc, const EngineConfig& config) {
+  const int64_t rows = std::min(config.scheduler.max_num_seqs, config.scheduler.max_num_batched_tokens);
+  return static_cast<size_t>(std::max<int64_t>(rows, 1) * mc.n_vocab) * sizeof(float);
+}
+
 Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config) {
   const ModelConfig& mc = model.config();
   const SchedulerConfig& sc = config.scheduler;
@@ -38,43 +80,13 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   if (sc.max_num_batched_tokens < 1)
     return error("--max-num-batched-tokens must be at least 1 (got {})", sc.max_num_batched_tokens);
   std::unique_ptr<Engine> e(new Engine(model, tokenizer, config));
-  int32_t max_len = config.max_model_len > 0 ? config.max_model_len : mc.n_ctx_train;
-  if (max_len <= 0) max_len = 4096;
-  const KvShape shape = kv_shape(mc, config);
-  const KvLayout layout = shape.layout();
-  // The most tokens of one sequence computed in a step: static batching prefills whole
-  // prompts, so there a windowed group may need every block of the prompt at once.
-  const int32_t chunk = sc.mode == ScheduleMode::kStatic ? INT32_MAX / 2 : sc.max_num_batched_tokens;
-  size_t bytes = config.kv_cache_bytes;
-  if (bytes == 0) {
-    const size_t want = KvStorage::bytes_per_block(shape) *
-                        static_cast<size_t>(layout.max_blocks_for(max_len, std::max(1, config.block_size), chunk)) *
-                        static_cast<size_t>(sc.max_num_seqs);
-    const size_t avail = available_memory_bytes();
-    bytes = avail > 0 ? std::min(want, avail / 4) : want;
-  }
-  // A budget the machine cannot give would be prefaulted into swap or the OOM killer.
-  if (config.kv_cache_bytes > 0) {
-    const size_t avail = available_memory_bytes();
-    if (avail > 0 && config.kv_cache_bytes > avail)
-      return error("--kv-cache-memory: {:.2f} GiB is more than the {:.2f} GiB of memory available on this machine",
-                   static_cast<double>(config.kv_cache_bytes) / (1 << 30), static_cast<double>(avail) / (1 << 30));
-  }
-  const int32_t blocks = KvStorage::blocks_for_bytes(shape, bytes);
-  auto storage = KvStorage::create(shape, blocks);
+  auto budget = kv_budget(mc, config, available_memory_bytes());
+  if (!budget) return budget.status();
+  auto storage = KvStorage::create(budget->shape, budget->blocks);
   if (!storage) return storage.status();
   e->storage_ = std::move(storage.value());
-  e->pool_ = std::make_unique<BlockPool>(blocks, config.block_size);
-  // One sequence alone always fits, so preemption can always make progress: the longest
-  // whose blocks, over all layer groups, the pool holds.
-  e->max_model_len_ = layout.longest_fitting(blocks, config.block_size, chunk, max_len);
-  // A server whose pool cannot hold one block of one sequence would report healthy and
-  // refuse every request.
-  const int64_t min_len = std::min<int64_t>(max_len, std::max(1, config.block_size));
-  if (e->max_model_len_ < min_len)
-    return error("the KV cache budget of {} bytes holds {} tokens of context, fewer than one block ({} tokens); "
-                 "raise --kv-cache-memory (one block of every layer takes {} bytes)",
-                 bytes, e->max_model_len_, min_len, KvStorage::bytes_per_block(shape));
+  e->pool_ = std::make_unique<BlockPool>(budget->blocks, config.block_size);
+  e->max_model_len_ = budget->max_model_len;
   // How far a sequence may grow is what LongRoPE picks its factors by (llama.cpp's
   // per-sequence context).
   model.set_context_length(static_cast<int32_t>(e->max_model_len_));
@@ -226,6 +238,13 @@ void Engine::record_sample(const Draw& d, StepOutput& out) {
     out.logprob = static_cast<float>(logits[tok] - log_sum_exp(logits));
     if (s.params->logprobs > 0) out.top_logprobs = top_logprobs(logits, s.params->logprobs);
   }
+  append_token(s, tok, out);
+  if (s.constraint) out.mask_seconds = d.mask_seconds;
+}
+
+void Engine::append_token(Sequence& s, int32_t tok, StepOutput& out) {
+  out.request = s.request;
+  out.index = s.index;
   s.tokens.push_back(tok);
   out.token = tok;
   const double now = clock_.seconds();
@@ -242,7 +261,6 @@ void Engine::record_sample(const Draw& d, StepOutput& out) {
   if (s.constraint) {
     grammar_done = !s.constraint->accept(tok) || s.constraint->terminated();
     out.constrained = true;
-    out.mask_seconds = d.mask_seconds;
   }
   OutputProcessor::Update u = s.output->push(tok, at_length(s), grammar_done);
   out.text = std::move(u.text);
@@ -250,6 +268,22 @@ void Engine::record_sample(const Draw& d, StepOutput& out) {
   out.stop_string = std::move(u.stop_string);
   if (out.finish != FinishReason::kNone) out.finish_time = now;
   ++counters_.generated_tokens;
+}
+
+bool Engine::fast_forward(Sequence& s, std::vector<StepOutput>& extra) {
+  if (!s.constraint || tokenizer_ == nullptr || !config_.grammar_fast_forward ||
+      config_.scheduler.mode != ScheduleMode::kContinuous || s.params->logprobs >= 0 || s.params->return_logits ||
+      at_length(s))
+    return false;
+  for (int32_t tok : s.constraint->forced_tokens(*tokenizer_)) {
+    StepOutput out;
+    append_token(s, tok, out);
+    out.forced = true;
+    extra.push_back(std::move(out));
+    if (extra.back().finish != FinishReason::kNone) return true;
+    if (at_length(s)) break;
+  }
+  return false;
 }
 
 Result<std::vector<StepOutput>> Engine::step() {
@@ -299,11 +333,14 @@ Result<std::vector<StepOutput>> Engine::step() {
     RequestRecord& r = requests_.at(t->request);
     StepOutput out;
     record_sample(d, out);
-    const bool finished = out.finish != FinishReason::kNone;
+    forced_.clear();
+    bool finished = out.finish != FinishReason::kNone;
+    if (!finished) finished = fast_forward(*t, forced_);
     // The scheduling mode decides what a finished sequence holds on to (scheduler.h).
     if (!scheduler_->settle(t, finished)) continue;
     if (finished && --r.live == 0) done.push_back(t->request);
     outputs.push_back(std::move(out));
+    for (StepOutput& f : forced_) outputs.push_back(std::move(f));
   }
   scheduler_->end_step();
   for (RequestId id : done) lingering_.push_back(id);

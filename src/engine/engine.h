@@ -42,6 +42,11 @@ struct EngineConfig {
   // Sliding-window layers in layer groups of their own that release blocks out of the
   // window (vLLM's hybrid KV cache manager); off: one table for all layers, as before.
   bool window_kv_release = true;
+  // Constrained samples take the tokens their grammar forces without a sampling step
+  // each (jump-forward decoding): they are appended at once and computed together in
+  // the next step, as a chunk of prefill. Continuous scheduling, samples without
+  // logprobs or logits only (a forced token has no distribution of its own).
+  bool grammar_fast_forward = true;
 };
 
 struct EngineStats {
@@ -55,6 +60,16 @@ struct EngineStats {
   int32_t used_blocks = 0;        // held by sequences now
   size_t num_running = 0, num_waiting = 0;
   double kv_usage() const { return num_blocks > 0 ? static_cast<double>(used_blocks) / num_blocks : 0.0; }
+};
+
+// The KV cache an engine allocates for a model and config (Engine::kv_budget).
+struct KvBudget {
+  KvShape shape;
+  int32_t blocks = 0;
+  size_t bytes = 0;           // blocks * KvStorage::bytes_per_block(shape)
+  size_t wanted = 0;          // without --kv-cache-memory: max_num_seqs sequences of max_model_len
+  bool capped = false;        // wanted was cut to a quarter of the available memory
+  int64_t max_model_len = 0;  // the longest sequence the blocks hold (at most the asked length)
 };
 
 class Engine {
@@ -90,6 +105,12 @@ class Engine {
   void prefault_kv() { storage_->prefault(); }
   // The KV shape the engine builds for a model (to size budgets from outside).
   static KvShape kv_shape(const ModelConfig& mc, const EngineConfig& config);
+  // The KV cache create() allocates, given the memory available (0: unknown, no cap);
+  // what `pagoda plan` predicts with. Fails as create() does on a budget the machine
+  // cannot give or that holds less than one block of one sequence.
+  static Result<KvBudget> kv_budget(const ModelConfig& mc, const EngineConfig& config, size_t available);
+  // The engine's own buffers at their largest: a logits row for each sequence of a step.
+  static size_t scratch_bytes(const ModelConfig& mc, const EngineConfig& config);
   Model& model() { return model_; }
 
  private:
@@ -111,6 +132,11 @@ class Engine {
   void draw_samples();
   // Appends d's token to its sequence and fills `out` (logprobs from the raw row).
   void record_sample(const Draw& d, StepOutput& out);
+  // Appends `tok` to s and fills the rest of `out` (text, finish, times).
+  void append_token(Sequence& s, int32_t tok, StepOutput& out);
+  // The tokens s's grammar forces after its last one, each as an output in `extra`;
+  // true when one of them finished the sample.
+  bool fast_forward(Sequence& s, std::vector<StepOutput>& extra);
   // Whether the sequence reached its max_tokens or the model length with its last token.
   bool at_length(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
@@ -136,6 +162,7 @@ class Engine {
   // which would hold up to 14 bytes per vocabulary entry for every live sequence (8,192
   // sequences of a 262k vocabulary: about 30 GB).
   std::vector<SamplerScratch> draw_scratch_;
+  std::vector<StepOutput> forced_;     // fast_forward's outputs of one sequence, reused
   std::vector<RequestId> lingering_;  // reported finished, sequences still padding a static batch
   EngineStats counters_;
   Timer clock_;

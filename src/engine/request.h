@@ -68,6 +68,7 @@ struct StepOutput {
   int32_t output_tokens = 0;         // so far, this one included
   // Constrained samples: the time the grammar's mask of this token's row took.
   bool constrained = false;
+  bool forced = false;  // appended because the grammar forced it (no mask, no sampling)
   double mask_seconds = 0;
 };
 

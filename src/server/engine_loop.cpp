@@ -304,7 +304,7 @@ void EngineLoop::iterate(std::deque<Pending>& incoming, std::vector<std::shared_
       else if (idx < ch->last_token_at.size() && ch->last_token_at[idx] > 0)
         metrics_->observe_inter_token(o.token_time - ch->last_token_at[idx]);
       if (idx < ch->last_token_at.size()) ch->last_token_at[idx] = o.token_time;
-      if (o.constrained) metrics_->observe_mask(o.mask_seconds);
+      if (o.constrained && !o.forced) metrics_->observe_mask(o.mask_seconds);
     }
     const bool finished = o.finish != FinishReason::kNone;
     if (finished && metrics_ != nullptr)

@@ -44,6 +44,15 @@ SpmTokenizer::SpmTokenizer(Vocab vocab)
 
 std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_special,
                                           bool parse_special) const {
+  return encode_from(text, add_special, parse_special, /*starts_input=*/true);
+}
+
+std::vector<int32_t> SpmTokenizer::encode_continuation(std::string_view text) const {
+  return encode_from(text, /*add_special=*/false, /*parse_special=*/true, /*starts_input=*/false);
+}
+
+std::vector<int32_t> SpmTokenizer::encode_from(std::string_view text, bool add_special, bool parse_special,
+                                               bool starts_input) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_special && vocab_.add_bos && vocab_.bos >= 0) out.push_back(vocab_.bos);
@@ -51,7 +60,7 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_specia
   // token, as llama.cpp does, so "<start_of_turn>user" tokenizes like "user" at the start.
   // Not after user-defined tokens: those are ordinary text to SentencePiece, and a prefix
   // there would turn "\t\ttest" into tabs + " test" (llama.cpp issue 8338).
-  bool after_special = true;
+  bool after_special = starts_input;
   for (const Fragment& f : special_.split(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);

@@ -19,8 +19,12 @@ class SpmTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
+  std::vector<int32_t> encode_continuation(std::string_view text) const override;
 
  private:
+  // starts_input: the text begins the input, so its first word gets the dummy prefix.
+  std::vector<int32_t> encode_from(std::string_view text, bool add_special, bool parse_special,
+                                   bool starts_input) const;
   std::string text_piece_bytes(const std::string& piece) const override;
   explicit SpmTokenizer(Vocab vocab);
   // Tokenizes one stretch of plain text (no special tokens inside).

@@ -32,6 +32,14 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
 
+  // `text` as it would be tokenized in the middle of a sequence, after earlier text: no
+  // BOS/EOS, special tokens parsed, and no dummy space prefix before its first word (SPM
+  // adds one to an input's start). Used for text appended to a generation (a grammar's
+  // forced text). Unigram keeps encode's behaviour.
+  virtual std::vector<int32_t> encode_continuation(std::string_view text) const {
+    return encode(text, /*add_special=*/false, /*parse_special=*/true);
+  }
+
   // The bytes a token stands for when it appears in generated text (SPM "▁" becomes a
   // space, <0xAB> becomes the byte 0xAB, byte-level BPE characters map back to bytes;
   // control tokens give "" unless render_special).

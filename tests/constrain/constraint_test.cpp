@@ -213,15 +213,35 @@ TEST_F(Constrained, AForkContinuesIndependently) {
   EXPECT_TRUE(m.terminated());
 }
 
-TEST_F(Constrained, ForcedTokensAreReported) {
+TEST_F(Constrained, ForcedTokensAreTheTokenizersEncodingLessTheLast) {
+  auto c = compile(spec(ConstraintKind::kChoice, "", {"truefalsenull"}));
+  ASSERT_TRUE(c);
+  ConstraintMatcher m(c);
+  // Encoded as a continuation: no SentencePiece dummy prefix before "true".
+  const std::vector<int32_t> forced = m.forced_tokens(*tok_);
+  std::vector<int32_t> expected = tok_->encode_continuation("truefalsenull");
+  ASSERT_GE(expected.size(), 2u);
+  EXPECT_NE(tok_->encode("truefalsenull", false, true), tok_->encode_continuation("truefalsenull"));
+  expected.pop_back();
+  EXPECT_EQ(forced, expected);
+  for (int32_t t : forced) ASSERT_TRUE(m.accept(t));
+  EXPECT_FALSE(m.terminated());
+}
+
+TEST_F(Constrained, AnEncodingThatDoesNotSpellTheForcedTextForcesNothing) {
+  // This vocabulary has no "▁": a space is byte-encoded as the three bytes of "▁", which
+  // are not the text's space, so appending them would leave the grammar.
   auto c = compile(spec(ConstraintKind::kChoice, "", {"true and more"}));
   ASSERT_TRUE(c);
   ConstraintMatcher m(c);
-  std::vector<int32_t> forced = m.forced_tokens();
-  std::string text;
-  for (int32_t t : forced) text += tok_->token_to_bytes(t);
-  EXPECT_FALSE(forced.empty());
-  EXPECT_EQ(std::string("true and more").rfind(text, 0), 0u) << text;
+  EXPECT_TRUE(m.forced_tokens(*tok_).empty());
+}
+
+TEST_F(Constrained, NothingIsForcedWhereTheGrammarBranches) {
+  auto c = compile(spec(ConstraintKind::kChoice, "", {"yes", "no"}));
+  ASSERT_TRUE(c);
+  ConstraintMatcher m(c);
+  EXPECT_TRUE(m.forced_tokens(*tok_).empty());
 }
 
 TEST_F(Constrained, SpecsThatCannotCompileAreErrors) {

@@ -298,3 +298,40 @@ def test_schema_corpus_on_real_models(pagoda_bin, file):
         assert s.terminate() == 0, s.output()
     print(f"schema corpus, {file}: {counts}")
     assert counts["compiled"] >= 150 and counts["replies_valid"] >= 300, counts
+
+
+def mask_count(s: Server) -> float:
+    m = re.search(r"^pagoda:structured_output_mask_seconds_count(?:\{[^}]*\})? ([0-9.e+]+)$", s.get("/metrics").text,
+                  re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_forced_text_is_appended_without_sampling(pagoda_bin, model, fast_forward):
+    # A grammar whose every item is followed by a long literal: with fast-forward the
+    # literal's tokens are appended at once (no mask, no sampling step of their own), so
+    # fewer tokens are masked than generated; the text obeys the grammar either way, also
+    # when 8 samples outgrow a small KV cache and are preempted and recomputed with
+    # forced tokens not yet computed. (No spaces in the literal: this random vocabulary has
+    # no "▁" piece, so its encoding of a space would not spell one and nothing is forced.)
+    extra = [] if fast_forward else ["--no-grammar-fast-forward"]
+    s = Server(pagoda_bin, model, "--kv-cache-memory", "512K", "--max-num-seqs", "16", "-c", "2048", *extra)
+    try:
+        gbnf = 'root ::= "[" num (";and-the-next-value-is:" num){20} "]"\nnum ::= [0-9] | [1-9] [0-9]\n'
+        r = s.post("/v1/completions", json={"prompt": [3 + i % 280 for i in range(200)], "max_tokens": 1500, "n": 8,
+                                            "seed": 5, "grammar": gbnf}, timeout=600)
+        assert r.status_code == 200, r.text
+        item = r"(?:[0-9]|[1-9][0-9])"
+        generated = r.json()["usage"]["completion_tokens"]
+        for c in r.json()["choices"]:
+            assert c["finish_reason"] == "stop", c
+            assert re.fullmatch(rf"\[{item}(?:;and-the-next-value-is:{item}){{20}}\]", c["text"]), c["text"]
+        masked = mask_count(s)
+        if fast_forward:
+            assert masked < 0.6 * generated, (masked, generated)
+        else:
+            assert masked == generated, (masked, generated)
+        m = re.search(r"^pagoda:num_preemptions_total(?:\{[^}]*\})? ([0-9.e+]+)$", s.get("/metrics").text, re.M)
+        assert m and float(m.group(1)) > 0, "no preemption happened; the test did not press on the KV cache"
+    finally:
+        assert s.terminate() == 0, s.output()

@@ -124,6 +124,17 @@ TEST(SpmTokenizer, DummyPrefixAfterControlTokenOnly) {
   EXPECT_EQ(tok->decode({tabs, x}), "\t\tx");
 }
 
+TEST(SpmTokenizer, AContinuationHasNoDummyPrefixButControlTokensStillGiveOne) {
+  const std::string sp = kSp;
+  Vocab v = spm_vocab({{sp, -1}, {"x", -1}, {sp + "x", -2}});
+  auto tok = make(v);
+  const int32_t spx = id_of(v, sp + "x"), x = id_of(v, "x");
+  EXPECT_EQ(tok->encode("x", false, true), (Ids{spx}));
+  EXPECT_EQ(tok->encode_continuation("x"), (Ids{x}));
+  EXPECT_EQ(tok->encode_continuation(" x"), (Ids{spx}));
+  EXPECT_EQ(tok->encode_continuation("x<s>x"), (Ids{x, 1, spx}));  // parsed, and the prefix after it
+}
+
 TEST(SpmTokenizer, EndOfGenerationIds) {
   Vocab v = spm_vocab({{"a", -1}});
   v.pieces.push_back("<end_of_turn>");
