@@ -4,6 +4,7 @@
 // ungated FFN, embedding scale, sliding windows), which come from the config and the
 // bound weights. Explicit code over the kernels, no graph.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -49,18 +50,22 @@ void norm_row(const ModelConfig& c, const float* x, const float* w, const float*
 
 }  // namespace
 
+// Floats per token of each scratch buffer, in ensure_scratch's order.
+static std::array<int64_t, 9> scratch_widths(const ModelConfig& c) {
+  return {c.n_embd, c.n_embd, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.n_embd, c.n_ff, c.n_ff};
+}
+
+size_t Model::scratch_bytes(const ModelConfig& c, int64_t tokens) {
+  int64_t floats = 0;
+  for (int64_t w : scratch_widths(c)) floats += w;
+  return static_cast<size_t>(floats * std::min(tokens, kMaxChunk)) * sizeof(float);
+}
+
 void Model::ensure_scratch(int64_t n) {
   if (n <= scratch_tokens_) return;
-  const ModelConfig& c = config_;
-  x_.resize(n * c.n_embd);
-  xn_.resize(n * c.n_embd);
-  q_.resize(n * c.q_dim());
-  k_.resize(n * c.kv_dim());
-  v_.resize(n * c.kv_dim());
-  att_.resize(n * c.q_dim());
-  proj_.resize(n * c.n_embd);
-  gate_.resize(n * c.n_ff);
-  up_.resize(n * c.n_ff);
+  const std::array<std::vector<float>*, 9> buffers = {&x_, &xn_, &q_, &k_, &v_, &att_, &proj_, &gate_, &up_};
+  const std::array<int64_t, 9> widths = scratch_widths(config_);
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i]->resize(n * widths[i]);
   scratch_tokens_ = n;
 }
 

@@ -20,6 +20,7 @@
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/linear_input.h"
+#include "model/weight_packing.h"
 #include "model/weights.h"
 
 namespace pagoda {
@@ -47,6 +48,11 @@ class Model {
   // trained context; call before running, never during a forward.
   void set_context_length(int32_t n_ctx);
   size_t weight_bytes() const { return weight_bytes_; }
+  // The activation buffers a forward of `tokens` tokens in one step allocates (steps are
+  // cut into pieces of at most 512 tokens); they are kept for the model's lifetime.
+  static size_t scratch_bytes(const ModelConfig& c, int64_t tokens);
+  // What load-time repacking did (nothing when loaded with repack off).
+  const PackingReport& packing() const { return packing_; }
   // Calibration for quantization (AWQ, GPTQ) records the activations the layers see; an
   // unset observer costs one branch per group of matrices.
   void set_activation_observer(ActivationObserver observer) { observer_ = std::move(observer); }
@@ -85,6 +91,7 @@ class Model {
   ModelWeights weights_;
   ThreadPool* pool_ = nullptr;
   size_t weight_bytes_ = 0;
+  PackingReport packing_;
   // Scratch for a chunk of up to scratch_tokens_ tokens.
   int64_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;

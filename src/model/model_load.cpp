@@ -132,7 +132,7 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   // for its own (Engine::create).
   m->set_context_length(m->config_.n_ctx_train);
   if (repack) {
-    const PackingReport packed = pack_model_weights(file, m->weights_, pool);
+    const PackingReport packed = m->packing_ = pack_model_weights(file, m->weights_, pool);
     if (packed.matrices > 0)
       log_info("repacked {} matrices into 16-row panels ({:.1f} MiB)", packed.matrices,
                static_cast<double>(packed.bytes) / (1 << 20));

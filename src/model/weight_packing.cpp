@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "base/log.h"
@@ -19,16 +20,46 @@ const GgufTensor* tensor_at(const GgufFile& f, const uint8_t* data) {
   return nullptr;
 }
 
+// The matrices that may be packed, as views of w (const or not).
+template <class Weights>
+auto matrix_views(Weights& w) {
+  using View = std::conditional_t<std::is_const_v<Weights>, const WeightView, WeightView>;
+  std::vector<View*> views;
+  for (auto& L : w.layers)
+    for (View* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) views.push_back(v);
+  views.push_back(&w.output);
+  return views;
+}
+
+bool packs(const WeightView& v) { return !v.empty() && v.packed == nullptr && packed_kernels(v.type) != nullptr; }
+
+// The tensor whose file pages can leave memory once v is packed, or null. The rows of a
+// tied embedding table are still looked up; other matrices are then read only through
+// their panels (not a matrix that is a part of a fused tensor, whose other parts are
+// packed later).
+const GgufTensor* droppable(const GgufFile& f, const ModelWeights& w, const WeightView& v) {
+  if (v.data == w.tok_embd.data) return nullptr;
+  const GgufTensor* t = tensor_at(f, v.data);
+  return t != nullptr && t->nbytes == v.row_stride * v.rows ? t : nullptr;
+}
+
 }  // namespace
 
-PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool) {
-  std::vector<WeightView*> views;
-  for (LayerWeights& L : w.layers)
-    for (WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) views.push_back(v);
-  views.push_back(&w.output);
+PackingReport plan_packing(const GgufFile& f, const ModelWeights& w) {
   PackingReport report;
-  for (WeightView* v : views) {
-    if (v->empty() || v->packed != nullptr || packed_kernels(v->type) == nullptr) continue;
+  for (const WeightView* v : matrix_views(w)) {
+    if (!packs(*v)) continue;
+    ++report.matrices;
+    report.bytes += packed_bytes(v->type, v->rows, v->cols);
+    if (const GgufTensor* t = droppable(f, w, *v)) report.dropped_file_bytes += t->nbytes;
+  }
+  return report;
+}
+
+PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool) {
+  PackingReport report;
+  for (WeightView* v : matrix_views(w)) {
+    if (!packs(*v)) continue;
     const size_t bytes = packed_bytes(v->type, v->rows, v->cols);
     AlignedBuffer buf(bytes);
     if (buf.data() == nullptr) {
@@ -42,13 +73,11 @@ PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool&
     pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1, int) {
       pack_panels(v->type, v->data, v->row_stride, v->rows, v->cols, p0, p1, out);
     });
+    if (const GgufTensor* t = droppable(f, w, *v)) {
+      f.drop_pages(*t);
+      report.dropped_file_bytes += t->nbytes;
+    }
     v->packed = out;
-    // The rows of a tied embedding table are still looked up; other matrices are now
-    // read only through their panels, so their file pages can leave memory (not those of
-    // a matrix that is a part of a fused tensor, whose other parts are packed later).
-    if (v->data != w.tok_embd.data)
-      if (const GgufTensor* t = tensor_at(f, v->data); t != nullptr && t->nbytes == v->row_stride * v->rows)
-        f.drop_pages(*t);
     w.packed.push_back(std::move(buf));
     ++report.matrices;
     report.bytes += bytes;

@@ -6,6 +6,8 @@
 // table, whose rows are still looked up and so are kept too.
 #pragma once
 
+#include <cstddef>
+
 #include "base/thread_pool.h"
 
 namespace pagoda {
@@ -15,8 +17,13 @@ struct ModelWeights;
 
 struct PackingReport {
   int matrices = 0;
-  size_t bytes = 0;
+  size_t bytes = 0;               // of the panels
+  size_t dropped_file_bytes = 0;  // file pages of packed matrices let go
 };
+
+// What pack_model_weights would do to w on this machine, without doing it (the memory
+// `pagoda plan` predicts). Costs a pass over the views and the file's tensor table.
+PackingReport plan_packing(const GgufFile& f, const ModelWeights& w);
 
 // Repacks what pays in w (views into f's mapping). A matrix whose panels find no memory
 // stays row-major (with a warning): loading never fails here.

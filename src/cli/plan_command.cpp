@@ -1,0 +1,342 @@
+// `pagoda plan -m MODEL [-c CTX] [engine flags] [--hardware auto|NAME] [--json]`: the memory
+// the engine will take for this model and configuration (the engine's own sizing
+// functions, src/plan/memory_plan.h), the largest batch and context a memory budget holds,
+// the decode and prefill speed a roofline of the hardware predicts (src/plan/speed_model.h),
+// and what to change for each of the usual goals, with its predicted effect.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "base/human_size.h"
+#include "base/system_memory.h"
+#include "cli/commands.h"
+#include "cli/common_options.h"
+#include "cli/engine_options.h"
+#include "cli/model_loader.h"
+#include "cli/pull_progress.h"
+#include "gguf/gguf_file.h"
+#include "kernels/attention/attention.h"
+#include "model/model.h"
+#include "plan/hardware.h"
+#include "plan/memory_plan.h"
+#include "plan/speed_model.h"
+
+namespace pagoda {
+namespace {
+
+using json = nlohmann::json;
+
+struct PlanArgs {
+  std::string model;
+  int32_t ctx = 0;
+  int32_t threads = 0;
+  int32_t prompt = 512;
+  int32_t gen = 128;
+  int32_t depth = 0;
+  std::string hardware = "auto";
+  std::string budget;  // bytes or a fraction of the available memory; default: all of it
+  bool remeasure = false;
+  bool json = false;
+  EngineArgs engine;
+};
+
+double mib(size_t b) { return static_cast<double>(b) / (1 << 20); }
+
+// What one configuration costs and runs at.
+struct Outcome {
+  EngineConfig config;
+  MemoryPlan memory;
+  SpeedPlan speed;       // batch 1: pp and tg as llama-bench measures them
+  SpeedPlan batch_speed; // max_num_seqs sequences decoding together at the same depth
+};
+
+Result<Outcome> evaluate(const GgufFile& file, const Model& model, const EngineConfig& ec,
+                         const HardwareProfile* hw, const PlanArgs& a, size_t available) {
+  Outcome o;
+  o.config = ec;
+  auto mem = plan_memory(file, model, ec, available);
+  if (!mem) return mem.status();
+  o.memory = *mem;
+  if (hw != nullptr) {
+    const ModelConfig& c = model.config();
+    SpeedRequest r;
+    r.prompt = a.prompt;
+    r.gen = a.gen;
+    r.depth = a.depth;
+    r.kv_bytes_per_token_layer = 2.0 * static_cast<double>(kv_row_bytes(ec.kv_type, c.n_head_kv, c.head_dim));
+    o.speed = plan_speed(model, *hw, r);
+    r.batch = ec.scheduler.max_num_seqs;
+    o.batch_speed = plan_speed(model, *hw, r);
+  }
+  return o;
+}
+
+// The most sequences of `ctx` tokens whose KV, with everything else, fits in `budget`.
+int32_t largest_batch(const Outcome& o, size_t budget) {
+  const size_t fixed = o.memory.total() - o.memory.kv.bytes;
+  if (budget <= fixed || o.config.scheduler.max_num_seqs <= 0 || o.memory.kv.wanted == 0) return 0;
+  const size_t per_seq = o.memory.kv.wanted / static_cast<size_t>(o.config.scheduler.max_num_seqs);
+  return per_seq == 0 ? 0 : static_cast<int32_t>(std::min<size_t>((budget - fixed) / per_seq, 1 << 20));
+}
+
+// The longest context `batch` sequences may each have within `budget` (bisection over
+// the engine's own KV sizing), or 0.
+int64_t longest_context(const GgufFile& file, const Model& model, EngineConfig ec, int32_t batch, size_t budget,
+                        int64_t cap) {
+  ec.scheduler.max_num_seqs = std::max(1, batch);
+  ec.kv_cache_bytes = 0;
+  auto fits = [&](int64_t ctx) {
+    ec.max_model_len = static_cast<int32_t>(ctx);
+    auto m = plan_memory(file, model, ec, 0);
+    return m && m->total() <= budget;
+  };
+  int64_t lo = 0, hi = cap;
+  if (fits(hi)) return hi;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+json memory_json(const MemoryPlan& m) {
+  return {{"weights_file_bytes", m.weights_file},
+          {"weights_resident_bytes", m.weights_resident},
+          {"packed_bytes", m.packed},
+          {"packed_matrices", m.packed_matrices},
+          {"dropped_file_bytes", m.dropped},
+          {"embedding_lookup_bytes", m.embedding_lookup},
+          {"converted_bytes", m.converted},
+          {"kv_bytes", m.kv.bytes},
+          {"kv_blocks", m.kv.blocks},
+          {"kv_capped", m.kv.capped},
+          {"max_model_len", m.kv.max_model_len},
+          {"model_scratch_bytes", m.model_scratch},
+          {"engine_scratch_bytes", m.engine_scratch},
+          {"runtime_bytes", m.runtime},
+          {"total_bytes", m.total()}};
+}
+
+json speed_json(const SpeedPlan& s) {
+  return {{"weight_bytes_per_step", s.weight_bytes_per_step}, {"decode_tok_s", s.decode_tok_s},
+          {"decode_step_s", s.decode_step_s}, {"decode_memory_bound_share", s.decode_bound_by_memory},
+          {"prefill_tok_s", s.prefill_tok_s}, {"ttft_s", s.ttft_s}};
+}
+
+struct Advice {
+  std::string scenario, flags, effect;
+};
+
+int run_plan(const PlanArgs& a) {
+  if (a.threads > 0) ThreadPool::set_default_threads(a.threads);
+  ThreadPool& pool = ThreadPool::global();
+  auto path = resolve_model_arg(a.model);
+  if (!path) return report_error(path.status());
+  auto file = GgufFile::open(*path);
+  if (!file) return report_error(file.status());
+  auto model_r = Model::load(*file, pool, /*repack=*/false);
+  if (!model_r) return report_error(model_r.status());
+  const Model& model = **model_r;
+  const ModelConfig& c = model.config();
+  const int32_t ctx = a.ctx > 0 ? a.ctx : c.n_ctx_train;
+  auto ec = engine_config(a.engine, ctx);
+  if (!ec) return report_error(ec.status());
+  const size_t available = available_memory_bytes();
+  size_t budget = available;
+  if (!a.budget.empty()) {
+    auto b = parse_memory_size(a.budget);  // a fraction is of the available memory
+    if (!b) return report_error(error("--memory-budget: {}", b.status().message()));
+    budget = *b;
+  }
+
+  std::optional<HardwareProfile> hw;
+  if (a.hardware == "auto") {
+    std::vector<DType> types;
+    for (const LayerWeights& L : model.weights().layers)
+      for (const WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
+        if (!v->empty()) types.push_back(v->type);
+    types.push_back(model.weights().output.type);
+    auto h = auto_hardware(types, pool, a.remeasure);
+    if (!h) return report_error(h.status());
+    hw = *h;
+  } else if (a.hardware != "none") {
+    const HardwareProfile* p = named_profile(a.hardware);
+    if (p == nullptr) {
+      std::string names;
+      for (const std::string& n : named_profiles()) names += " " + n;
+      return report_error(error("--hardware: unknown profile '{}' (auto, none or one of:{})", a.hardware, names));
+    }
+    hw = *p;
+  }
+  const HardwareProfile* hwp = hw ? &*hw : nullptr;
+  auto base = evaluate(*file, model, *ec, hwp, a, available);
+  if (!base) return report_error(base.status());
+  const Outcome& o = *base;
+  const MemoryPlan& m = o.memory;
+  const int32_t fit_batch = largest_batch(o, budget);
+  const int64_t fit_ctx =
+      longest_context(*file, model, *ec, ec->scheduler.max_num_seqs, budget, std::max<int64_t>(ctx, c.n_ctx_train));
+
+  // One change per goal, each evaluated with the same functions.
+  std::vector<Advice> advice;
+  if (hwp != nullptr) {
+    EngineConfig e1 = *ec;
+    e1.kv_type = KvType::kI8;
+    auto int8 = evaluate(*file, model, e1, hwp, a, available);
+    // Throughput: the fewest sequences that reach 95% of what the most that fit would
+    // (past the knee decode is compute-bound and more sequences only add latency).
+    auto at = [&](int32_t seqs) {
+      EngineConfig e = *ec;
+      e.scheduler.max_num_seqs = std::max(1, seqs);
+      return evaluate(*file, model, e, hwp, a, available);
+    };
+    const int32_t most = std::max(1, std::min(fit_batch, 1024));
+    auto ceiling = at(most);
+    std::optional<Outcome> wide;
+    if (ceiling) {
+      for (int32_t seqs = 1;; seqs = std::min(most, seqs * 2)) {
+        auto o2 = at(seqs);
+        if (o2 && (o2->batch_speed.decode_tok_s >= 0.95 * ceiling->batch_speed.decode_tok_s || seqs == most)) {
+          wide = *o2;
+          break;
+        }
+        if (seqs == most) break;
+      }
+    }
+    const int64_t long_ctx = longest_context(*file, model, e1, 1, budget, std::max<int64_t>(c.n_ctx_train, ctx));
+    if (o.config.scheduler.max_num_seqs > 1)
+      advice.push_back({"low latency", "--max-num-seqs 1 (pagoda run)",
+                        fmt::format("decode {:.1f} tok/s for one sequence, TTFT {:.0f} ms for a {}-token prompt",
+                                    o.speed.decode_tok_s, o.speed.ttft_s * 1e3, a.prompt)});
+    else
+      advice.push_back({"low latency", "as configured",
+                        fmt::format("decode {:.1f} tok/s, TTFT {:.0f} ms for a {}-token prompt", o.speed.decode_tok_s,
+                                    o.speed.ttft_s * 1e3, a.prompt)});
+    if (wide)
+      advice.push_back({"high throughput", fmt::format("--max-num-seqs {}", wide->config.scheduler.max_num_seqs),
+                        fmt::format("{:.1f} tok/s decoding {} sequences together (now {:.1f} with {}; {} that fit "
+                                    "at {} tokens each would give {:.1f})",
+                                    wide->batch_speed.decode_tok_s, wide->config.scheduler.max_num_seqs,
+                                    o.batch_speed.decode_tok_s, o.config.scheduler.max_num_seqs, most, ctx,
+                                    ceiling->batch_speed.decode_tok_s)});
+    if (int8 && ec->kv_type != KvType::kI8)
+      advice.push_back({"long context", fmt::format("--kv-cache-dtype int8 -c {} --max-num-seqs 1", long_ctx),
+                        fmt::format("KV {:.0f} MiB instead of {:.0f} MiB at this configuration; one sequence of up "
+                                    "to {} tokens fits in {:.0f} MiB",
+                                    mib(int8->memory.kv.bytes), mib(m.kv.bytes), long_ctx, mib(budget))});
+    double params = 0;
+    for (const GgufTensor& t : file->tensors()) params += static_cast<double>(t.num_elements());
+    const double bpw = 8.0 * static_cast<double>(m.weights_file) / std::max(1.0, params);
+    const size_t int8_kv = int8 ? int8->memory.kv.bytes : m.kv.bytes;
+    if (bpw > 5.0)
+      advice.push_back({"small memory", "pagoda quantize IN OUT --type Q4_K --method awq; --kv-cache-dtype int8",
+                        fmt::format("weights about {:.0f} MiB at 4.5 bits per weight instead of {:.0f} MiB at {:.1f}; "
+                                    "KV {:.0f} MiB instead of {:.0f} MiB",
+                                    params * 4.5 / 8 / (1 << 20), mib(m.weights_file), bpw, mib(int8_kv),
+                                    mib(m.kv.bytes))});
+    else
+      advice.push_back({"small memory", "--kv-cache-dtype int8 (the weights are already at 4-5 bits)",
+                        fmt::format("KV {:.0f} MiB instead of {:.0f} MiB; total {:.0f} MiB", mib(int8_kv),
+                                    mib(m.kv.bytes), mib(m.total() - m.kv.bytes + int8_kv))});
+  }
+
+  if (a.json) {
+    json j = {{"model", *path},
+              {"arch", c.arch_name},
+              {"ctx", ctx},
+              {"max_num_seqs", ec->scheduler.max_num_seqs},
+              {"kv_cache_dtype", kv_type_name(ec->kv_type)},
+              {"threads", pool.num_threads()},
+              {"available_bytes", available},
+              {"budget_bytes", budget},
+              {"memory", memory_json(m)},
+              {"fits", {{"max_num_seqs_at_ctx", fit_batch}, {"ctx_at_max_num_seqs", fit_ctx}}}};
+    if (hwp != nullptr) {
+      json rates = json::array();
+      for (const FormatRate& r : hwp->formats)
+        rates.push_back({{"type", std::string(dtype_name(r.type))}, {"gemv_bytes_per_s", r.gemv_bytes_per_s},
+                         {"gemm_flops", r.gemm_flops}});
+      j["hardware"] = {{"name", hwp->name}, {"cpu", hwp->cpu}, {"threads", hwp->threads}, {"formats", rates}};
+      j["speed"] = speed_json(o.speed);
+      j["speed"]["prompt_tokens"] = a.prompt;
+      j["speed"]["gen_tokens"] = a.gen;
+      j["speed"]["depth"] = a.depth;
+      j["batch_speed"] = speed_json(o.batch_speed);
+      json adv = json::array();
+      for (const Advice& x : advice) adv.push_back({{"scenario", x.scenario}, {"flags", x.flags}, {"effect", x.effect}});
+      j["recommendations"] = adv;
+    }
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("plan: {} | {} | ctx {} | max-num-seqs {} | KV {} | threads {}\n", *path, c.arch_name, ctx,
+             ec->scheduler.max_num_seqs, kv_type_name(ec->kv_type), pool.num_threads());
+  fmt::print("memory\n");
+  fmt::print("  weights    {:8.1f} MiB resident ({:.1f} MiB in the file", mib(m.weights_resident), mib(m.weights_file));
+  if (m.packed_matrices > 0)
+    fmt::print("; {} matrices repacked into {:.1f} MiB of panels, {:.1f} MiB of their file pages let go",
+               m.packed_matrices, mib(m.packed), mib(m.dropped));
+  if (m.embedding_lookup > 0) fmt::print("; embedding table {:.1f} MiB looked up by row", mib(m.embedding_lookup));
+  fmt::print(")\n");
+  fmt::print("  KV cache   {:8.1f} MiB ({} blocks of {} tokens; one sequence up to {} tokens{})\n", mib(m.kv.bytes),
+             m.kv.blocks, ec->block_size, m.kv.max_model_len,
+             m.kv.capped ? "; capped at a quarter of the available memory" : "");
+  fmt::print("  scratch    {:8.1f} MiB (activations {:.1f} MiB, logits {:.1f} MiB)\n",
+             mib(m.model_scratch + m.engine_scratch), mib(m.model_scratch), mib(m.engine_scratch));
+  fmt::print("  runtime    {:8.1f} MiB\n", mib(m.runtime));
+  fmt::print("  total      {:8.1f} MiB of {:.1f} MiB available\n", mib(m.total()), mib(available));
+  fmt::print("fits in {:.1f} MiB: up to {} sequences of {} tokens; {} tokens each for {} sequences\n", mib(budget),
+             fit_batch, ctx, fit_ctx, ec->scheduler.max_num_seqs);
+  if (hwp != nullptr) {
+    fmt::print("speed on {} ({}, {} threads; roofline per matrix)\n", hwp->name, hwp->cpu, hwp->threads);
+    for (const FormatRate& r : hwp->formats)
+      fmt::print("  {:6s} GEMV {:.1f} GB/s, GEMM {:.1f} GFLOP/s\n", dtype_name(r.type), r.gemv_bytes_per_s / 1e9,
+                 r.gemm_flops / 1e9);
+    fmt::print("  decode     {:8.1f} tok/s, one sequence, {} tokens after {} ({:.1f} MiB per step, {:.0f}% of the "
+               "matrix time bandwidth-bound)\n",
+               o.speed.decode_tok_s, a.gen, a.depth,
+               o.speed.weight_bytes_per_step / (1 << 20), 100 * o.speed.decode_bound_by_memory);
+    fmt::print("  batch      {:8.1f} tok/s, {} sequences decoding together\n", o.batch_speed.decode_tok_s,
+               ec->scheduler.max_num_seqs);
+    fmt::print("  prefill    {:8.1f} tok/s, a {}-token prompt after {}; time to first token {:.0f} ms\n",
+               o.speed.prefill_tok_s, a.prompt, a.depth, o.speed.ttft_s * 1e3);
+    fmt::print("recommendations\n");
+    for (const Advice& x : advice) fmt::print("  {:16s} {}\n  {:16s}   -> {}\n", x.scenario, x.flags, "", x.effect);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Subcommand add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* sub = add_subcommand(app, "plan",
+                                 "Predict memory and speed of a model and configuration, and what to change for "
+                                 "latency, throughput, long context or small memory");
+  add_model_option(*sub, args->model);
+  add_threads_option(*sub, args->threads);
+  add_context_option(*sub, args->ctx, "Context length of each sequence (default: the trained one)");
+  add_engine_options(*sub, args->engine);
+  sub->add_option("--prompt", args->prompt, "Prompt length for the prefill and time-to-first-token prediction")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--n-gen", args->gen, "Generated tokens the decode prediction averages over")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--depth", args->depth, "Tokens already in the cache before the prompt and the decode "
+                                          "(llama-bench's -d)")
+      ->check(CLI::Range(0, 1 << 24));
+  sub->add_option("--hardware", args->hardware,
+                  "auto (measure this machine once, cached), none (memory only), or a named profile");
+  sub->add_flag("--remeasure", args->remeasure, "Measure this machine again instead of reading the cache");
+  sub->add_option("--memory-budget", args->budget,
+                  "Memory the fits are computed for: bytes (K/M/G suffixes) or a fraction of the available memory "
+                  "(default: all available)");
+  sub->add_flag("--json", args->json, "One JSON object (docs/plan.md describes its keys)");
+  return {"plan", sub, [args] { return run_plan(*args); }};
+}
+
+}  // namespace pagoda

@@ -1,0 +1,123 @@
+// The plan's memory parts are the engine's and the loader's own numbers: what repacking
+// will do equals what it does, the KV cache equals what Engine::create allocates, and the
+// parts add up.
+#include "plan/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "base/thread_pool.h"
+#include "engine/engine.h"
+#include "gguf/gguf_file.h"
+#include "kernels/matmul/packed_weights.h"
+#include "model/model.h"
+#include "model/random_model.h"
+
+namespace pagoda {
+namespace {
+
+std::string write_model(const std::string& name, RandomModelSpec spec) {
+  const std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
+  const Status st = write_random_model(spec, path);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  return path;
+}
+
+RandomModelSpec spec(const char* arch, DType type) {
+  RandomModelSpec s;
+  s.arch = arch;
+  s.type = type;
+  s.dim = 256;  // K-quant blocks are 256 values
+  s.ff = 512;
+  s.vocab = 1024;
+  return s;
+}
+
+TEST(MemoryPlan, PredictedPackingIsWhatLoadingDoes) {
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::F32}) {
+    for (const char* arch : {"llama", "gemma3", "phi3"}) {
+      const std::string path = write_model(std::string(arch) + ".gguf", spec(arch, t));
+      auto f = GgufFile::open(path);
+      ASSERT_TRUE(f.is_ok()) << f.status().message();
+      ThreadPool pool(2);
+      auto plain = Model::load(*f, pool, /*repack=*/false);
+      ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+      const PackingReport predicted = plan_packing(*f, (*plain)->weights());
+      auto packed = Model::load(*f, pool, /*repack=*/true);
+      ASSERT_TRUE(packed.is_ok());
+      const PackingReport done = (*packed)->packing();
+      EXPECT_EQ(predicted.matrices, done.matrices) << arch << " " << dtype_name(t);
+      EXPECT_EQ(predicted.bytes, done.bytes) << arch << " " << dtype_name(t);
+      EXPECT_EQ(predicted.dropped_file_bytes, done.dropped_file_bytes) << arch << " " << dtype_name(t);
+      if (packed_kernels(t) == nullptr) {
+        EXPECT_EQ(done.matrices, 0);
+      }
+    }
+  }
+}
+
+TEST(MemoryPlan, KvCacheIsWhatTheEngineAllocates) {
+  const std::string path = write_model("kv.gguf", spec("gemma3", DType::Q8_0));  // sliding-window layers too
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok());
+  ThreadPool pool(2);
+  auto model = Model::load(*f, pool, /*repack=*/false);
+  ASSERT_TRUE(model.is_ok());
+  for (KvType kv : {KvType::kF16, KvType::kI8}) {
+    for (int32_t seqs : {1, 7}) {
+      for (int32_t len : {100, 1000}) {
+        EngineConfig ec;
+        ec.kv_type = kv;
+        ec.max_model_len = len;
+        ec.scheduler.max_num_seqs = seqs;
+        auto plan = plan_memory(*f, **model, ec, /*available=*/0);
+        ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+        auto engine = Engine::create(**model, nullptr, ec);
+        ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+        EXPECT_EQ(plan->kv.bytes, (*engine)->kv_storage().bytes());
+        EXPECT_EQ(plan->kv.blocks, (*engine)->block_pool().num_blocks());
+        EXPECT_EQ(plan->kv.max_model_len, (*engine)->max_model_len());
+        EXPECT_EQ(plan->total(), plan->weights_resident + plan->kv.bytes + plan->model_scratch +
+                                     plan->engine_scratch + plan->runtime);
+      }
+    }
+  }
+}
+
+TEST(MemoryPlan, ResidentWeightsLeaveOutTheUntiedEmbeddingAndCountPanels) {
+  const std::string path = write_model("w.gguf", spec("llama", DType::Q8_0));
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok());
+  ThreadPool pool(1);
+  auto model = Model::load(*f, pool, /*repack=*/false);
+  ASSERT_TRUE(model.is_ok());
+  auto plan = plan_memory(*f, **model, EngineConfig{}, 0);
+  ASSERT_TRUE(plan.is_ok());
+  const GgufTensor* emb = f->find_tensor("token_embd.weight");
+  ASSERT_NE(emb, nullptr);
+  const bool tied = f->find_tensor("output.weight") == nullptr;
+  EXPECT_EQ(plan->embedding_lookup, tied ? 0 : emb->nbytes);
+  EXPECT_EQ(plan->weights_resident,
+            plan->weights_file - plan->embedding_lookup - plan->dropped + plan->packed + plan->converted);
+  EXPECT_GT(plan->model_scratch, 0u);
+  EXPECT_EQ(plan->engine_scratch, Engine::scratch_bytes((*model)->config(), EngineConfig{}));
+}
+
+TEST(MemoryPlan, ABudgetTheMachineCannotGiveIsRefusedAsTheEngineRefusesIt) {
+  const std::string path = write_model("b.gguf", spec("llama", DType::F32));
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok());
+  ThreadPool pool(1);
+  auto model = Model::load(*f, pool, false);
+  ASSERT_TRUE(model.is_ok());
+  EngineConfig ec;
+  ec.kv_cache_bytes = size_t{1} << 40;
+  auto plan = plan_memory(*f, **model, ec, /*available=*/size_t{1} << 30);
+  ASSERT_FALSE(plan.is_ok());
+  EXPECT_NE(plan.status().message().find("--kv-cache-memory"), std::string::npos) << plan.status().message();
+}
+
+}  // namespace
+}  // namespace pagoda
