@@ -37,13 +37,18 @@ void MappedFile::release() {
 
 void MappedFile::drop_pages(size_t offset, size_t n) const {
   if (data_ == nullptr || offset >= size_) return;
-  n = std::min(n, size_ - offset);
+  drop_range(data_ + offset, std::min(n, size_ - offset));
+}
+
+void MappedFile::drop_range(const uint8_t* p, size_t n) {
+  if (p == nullptr || n == 0) return;
   // madvise wants a page-aligned start; dropping a neighbour's pages too costs at most a
   // re-read of them.
-  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t begin = offset / page * page;
+  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t begin = addr / page * page;
   // Advice only: on failure the pages simply stay resident.
-  (void)madvise(const_cast<uint8_t*>(data_) + begin, offset + n - begin, MADV_DONTNEED);
+  (void)madvise(reinterpret_cast<void*>(begin), addr + n - begin, MADV_DONTNEED);
 }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {

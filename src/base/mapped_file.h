@@ -31,6 +31,11 @@ class MappedFile {
   // faults them back in). A single pass over a large file keeps its memory near one piece.
   void drop_pages(size_t offset, size_t n) const;
 
+  // drop_pages by address: [p, p + n) must lie in a read-only file mapping (this class's
+  // data()); on anonymous memory it would zero the pages. Safe against concurrent readers
+  // of the same pages: they fault them back in.
+  static void drop_range(const uint8_t* p, size_t n);
+
  private:
   void release();
   const uint8_t* data_ = nullptr;

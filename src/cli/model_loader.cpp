@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/log.h"
+#include "base/system_memory.h"
 #include "cli/pull_progress.h"
 
 namespace pagoda {
@@ -29,6 +30,10 @@ Result<LoadedModel> load_model_with_tokenizer(const std::string& path, int32_t t
   auto loaded = load_model(path, ThreadPool::global());
   if (!loaded) return loaded.status();
   auto tok = Tokenizer::from_gguf(*loaded->file);
+  // The vocabulary's metadata is now in the tokenizer's own tables, and its build's
+  // transient heap (as much again as it keeps) is free: neither stays resident.
+  loaded->file->drop_all_pages();
+  release_free_heap();
   if (tok) {
     loaded->tokenizer = std::move(tok.value());
   } else if (require_tokenizer) {

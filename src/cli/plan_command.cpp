@@ -56,10 +56,10 @@ struct Outcome {
 };
 
 Result<Outcome> evaluate(const GgufFile& file, const Model& model, const EngineConfig& ec,
-                         const HardwareProfile* hw, const PlanArgs& a, size_t available) {
+                         const HardwareProfile* hw, const PlanArgs& a, size_t available, LoadMemory tokenizer) {
   Outcome o;
   o.config = ec;
-  auto mem = plan_memory(file, model, ec, available);
+  auto mem = plan_memory(file, model, ec, available, tokenizer);
   if (!mem) return mem.status();
   o.memory = *mem;
   if (hw != nullptr) {
@@ -69,6 +69,7 @@ Result<Outcome> evaluate(const GgufFile& file, const Model& model, const EngineC
     r.gen = a.gen;
     r.depth = a.depth;
     r.kv_bytes_per_token_layer = 2.0 * static_cast<double>(kv_row_bytes(ec.kv_type, c.n_head_kv, c.head_dim));
+    r.kv_type = ec.kv_type;
     o.speed = plan_speed(model, *hw, r);
     r.batch = ec.scheduler.max_num_seqs;
     o.batch_speed = plan_speed(model, *hw, r);
@@ -78,8 +79,8 @@ Result<Outcome> evaluate(const GgufFile& file, const Model& model, const EngineC
 
 // The most sequences of `ctx` tokens whose KV, with everything else, fits in `budget`.
 int32_t largest_batch(const Outcome& o, size_t budget) {
-  const size_t fixed = o.memory.total() - o.memory.kv.bytes;
-  if (budget <= fixed || o.config.scheduler.max_num_seqs <= 0 || o.memory.kv.wanted == 0) return 0;
+  const size_t fixed = o.memory.running() - o.memory.kv.bytes;
+  if (budget <= fixed || budget < o.memory.loading() || o.config.scheduler.max_num_seqs <= 0 || o.memory.kv.wanted == 0) return 0;
   const size_t per_seq = o.memory.kv.wanted / static_cast<size_t>(o.config.scheduler.max_num_seqs);
   return per_seq == 0 ? 0 : static_cast<int32_t>(std::min<size_t>((budget - fixed) / per_seq, 1 << 20));
 }
@@ -87,12 +88,12 @@ int32_t largest_batch(const Outcome& o, size_t budget) {
 // The longest context `batch` sequences may each have within `budget` (bisection over
 // the engine's own KV sizing), or 0.
 int64_t longest_context(const GgufFile& file, const Model& model, EngineConfig ec, int32_t batch, size_t budget,
-                        int64_t cap) {
+                        int64_t cap, LoadMemory tokenizer) {
   ec.scheduler.max_num_seqs = std::max(1, batch);
   ec.kv_cache_bytes = 0;
   auto fits = [&](int64_t ctx) {
     ec.max_model_len = static_cast<int32_t>(ctx);
-    auto m = plan_memory(file, model, ec, 0);
+    auto m = plan_memory(file, model, ec, 0, tokenizer);
     return m && m->total() <= budget;
   };
   int64_t lo = 0, hi = cap;
@@ -112,10 +113,16 @@ json memory_json(const MemoryPlan& m) {
           {"dropped_file_bytes", m.dropped},
           {"embedding_lookup_bytes", m.embedding_lookup},
           {"converted_bytes", m.converted},
+          {"vectors_file_bytes", m.vectors_file},
           {"kv_bytes", m.kv.bytes},
           {"kv_blocks", m.kv.blocks},
           {"kv_capped", m.kv.capped},
           {"max_model_len", m.kv.max_model_len},
+          {"metadata_bytes", m.metadata},
+          {"tokenizer_bytes", m.tokenizer},
+          {"tokenizer_build_bytes", m.tokenizer_build},
+          {"running_bytes", m.running()},
+          {"loading_bytes", m.loading()},
           {"model_scratch_bytes", m.model_scratch},
           {"engine_scratch_bytes", m.engine_scratch},
           {"runtime_bytes", m.runtime},
@@ -137,8 +144,11 @@ int run_plan(const PlanArgs& a) {
   ThreadPool& pool = ThreadPool::global();
   auto path = resolve_model_arg(a.model);
   if (!path) return report_error(path.status());
+  LoadMemory measured;
+  const size_t heap0 = heap_in_use_bytes();
   auto file = GgufFile::open(*path);
   if (!file) return report_error(file.status());
+  measured.metadata = heap_in_use_bytes() - std::min(heap0, heap_in_use_bytes());
   auto model_r = Model::load(*file, pool, /*repack=*/false);
   if (!model_r) return report_error(model_r.status());
   const Model& model = **model_r;
@@ -156,14 +166,21 @@ int run_plan(const PlanArgs& a) {
 
   std::optional<HardwareProfile> hw;
   if (a.hardware == "auto") {
-    std::vector<DType> types;
-    for (const LayerWeights& L : model.weights().layers)
-      for (const WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
-        if (!v->empty()) types.push_back(v->type);
-    types.push_back(model.weights().output.type);
-    auto h = auto_hardware(types, pool, a.remeasure);
+    HardwareRequest want;
+    want.calls = matmul_calls(model);
+    for (const MatmulCall& call : want.calls)
+      for (const MatrixShape& m : call) want.types.push_back(m.type);
+    for (KvType kv : {KvType::kF16, KvType::kI8}) want.attention.push_back({c.n_head, c.n_head_kv, c.head_dim, kv});
+    auto h = auto_hardware(want, pool, a.remeasure);
     if (!h) return report_error(h.status());
     hw = *h;
+    // The cache holds other models' timings too: show and use this one's.
+    std::erase_if(hw->calls, [&](const CallTiming& t) {
+      return std::find(want.calls.begin(), want.calls.end(), t.call) == want.calls.end();
+    });
+    std::erase_if(hw->attention, [&](const AttentionTiming& t) {
+      return std::find(want.attention.begin(), want.attention.end(), t.shape) == want.attention.end();
+    });
   } else if (a.hardware != "none") {
     const HardwareProfile* p = named_profile(a.hardware);
     if (p == nullptr) {
@@ -174,26 +191,28 @@ int run_plan(const PlanArgs& a) {
     hw = *p;
   }
   const HardwareProfile* hwp = hw ? &*hw : nullptr;
-  auto base = evaluate(*file, model, *ec, hwp, a, available);
+  measure_tokenizer(*file, measured);
+  const LoadMemory& tok = measured;
+  auto base = evaluate(*file, model, *ec, hwp, a, available, tok);
   if (!base) return report_error(base.status());
   const Outcome& o = *base;
   const MemoryPlan& m = o.memory;
   const int32_t fit_batch = largest_batch(o, budget);
   const int64_t fit_ctx =
-      longest_context(*file, model, *ec, ec->scheduler.max_num_seqs, budget, std::max<int64_t>(ctx, c.n_ctx_train));
+      longest_context(*file, model, *ec, ec->scheduler.max_num_seqs, budget, std::max<int64_t>(ctx, c.n_ctx_train), tok);
 
   // One change per goal, each evaluated with the same functions.
   std::vector<Advice> advice;
   if (hwp != nullptr) {
     EngineConfig e1 = *ec;
     e1.kv_type = KvType::kI8;
-    auto int8 = evaluate(*file, model, e1, hwp, a, available);
+    auto int8 = evaluate(*file, model, e1, hwp, a, available, tok);
     // Throughput: the fewest sequences that reach 95% of what the most that fit would
     // (past the knee decode is compute-bound and more sequences only add latency).
     auto at = [&](int32_t seqs) {
       EngineConfig e = *ec;
       e.scheduler.max_num_seqs = std::max(1, seqs);
-      return evaluate(*file, model, e, hwp, a, available);
+      return evaluate(*file, model, e, hwp, a, available, tok);
     };
     const int32_t most = std::max(1, std::min(fit_batch, 1024));
     auto ceiling = at(most);
@@ -208,7 +227,7 @@ int run_plan(const PlanArgs& a) {
         if (seqs == most) break;
       }
     }
-    const int64_t long_ctx = longest_context(*file, model, e1, 1, budget, std::max<int64_t>(c.n_ctx_train, ctx));
+    const int64_t long_ctx = longest_context(*file, model, e1, 1, budget, std::max<int64_t>(c.n_ctx_train, ctx), tok);
     if (o.config.scheduler.max_num_seqs > 1)
       advice.push_back({"low latency", "--max-num-seqs 1 (pagoda run)",
                         fmt::format("decode {:.1f} tok/s for one sequence, TTFT {:.0f} ms for a {}-token prompt",
@@ -257,11 +276,7 @@ int run_plan(const PlanArgs& a) {
               {"memory", memory_json(m)},
               {"fits", {{"max_num_seqs_at_ctx", fit_batch}, {"ctx_at_max_num_seqs", fit_ctx}}}};
     if (hwp != nullptr) {
-      json rates = json::array();
-      for (const FormatRate& r : hwp->formats)
-        rates.push_back({{"type", std::string(dtype_name(r.type))}, {"gemv_bytes_per_s", r.gemv_bytes_per_s},
-                         {"gemm_flops", r.gemm_flops}});
-      j["hardware"] = {{"name", hwp->name}, {"cpu", hwp->cpu}, {"threads", hwp->threads}, {"formats", rates}};
+      j["hardware"] = hardware_json(*hwp);
       j["speed"] = speed_json(o.speed);
       j["speed"]["prompt_tokens"] = a.prompt;
       j["speed"]["gen_tokens"] = a.gen;
@@ -281,15 +296,19 @@ int run_plan(const PlanArgs& a) {
   if (m.packed_matrices > 0)
     fmt::print("; {} matrices repacked into {:.1f} MiB of panels, {:.1f} MiB of their file pages let go",
                m.packed_matrices, mib(m.packed), mib(m.dropped));
-  if (m.embedding_lookup > 0) fmt::print("; embedding table {:.1f} MiB looked up by row", mib(m.embedding_lookup));
+  if (m.embedding_lookup > 0) fmt::print("; embedding table {:.1f} MiB read by row and let go", mib(m.embedding_lookup));
   fmt::print(")\n");
   fmt::print("  KV cache   {:8.1f} MiB ({} blocks of {} tokens; one sequence up to {} tokens{})\n", mib(m.kv.bytes),
              m.kv.blocks, ec->block_size, m.kv.max_model_len,
              m.kv.capped ? "; capped at a quarter of the available memory" : "");
+  fmt::print("  metadata   {:8.1f} MiB (the file's, parsed: its vocabulary arrays)\n", mib(m.metadata));
+  fmt::print("  tokenizer  {:8.1f} MiB ({:.1f} MiB while it is built, at the load)\n", mib(m.tokenizer),
+             mib(m.tokenizer_build));
   fmt::print("  scratch    {:8.1f} MiB (activations {:.1f} MiB, logits {:.1f} MiB)\n",
              mib(m.model_scratch + m.engine_scratch), mib(m.model_scratch), mib(m.engine_scratch));
   fmt::print("  runtime    {:8.1f} MiB\n", mib(m.runtime));
-  fmt::print("  total      {:8.1f} MiB of {:.1f} MiB available\n", mib(m.total()), mib(available));
+  fmt::print("  total      {:8.1f} MiB of {:.1f} MiB available (peak of running {:.1f} and loading {:.1f})\n",
+             mib(m.total()), mib(available), mib(m.running()), mib(m.loading()));
   fmt::print("fits in {:.1f} MiB: up to {} sequences of {} tokens; {} tokens each for {} sequences\n", mib(budget),
              fit_batch, ctx, fit_ctx, ec->scheduler.max_num_seqs);
   if (hwp != nullptr) {

@@ -95,6 +95,12 @@ class GgufFile {
   // Releases the resident pages of a tensor read once (see MappedFile::drop_pages); its
   // data stays readable.
   void drop_pages(const GgufTensor& t) const { file_.drop_pages(static_cast<size_t>(t.data - file_.data()), t.nbytes); }
+  // Releases every resident page of the file (metadata and tensors): done once what a
+  // process reads only at load (metadata, packed matrices, vectors copied out) is read;
+  // what it still reads faults back in.
+  void drop_all_pages() const { file_.drop_pages(0, file_.size()); }
+  // Whether p points into this file's mapping (where MappedFile::drop_range may be used).
+  bool maps(const uint8_t* p) const { return p >= file_.data() && p < file_.data() + file_.size(); }
 
  private:
   // The steps of open(), in file order; each names the file and field in its errors.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/fp16.h"
+#include "base/mapped_file.h"
 #include "kernels/attention/attention.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/matmul/matmul.h"
@@ -207,9 +208,24 @@ void Model::embed(const int32_t* tokens, int64_t n) {
   const LayerWeights& L0 = weights_.layers[0];
   for_each_token(*pool_, n, E, [&](int64_t t) {
     dequantize_weight_row(weights_.tok_embd, tokens[t], &x_[t * E]);
+    if (release_embedding_rows_) release_embedding_row(tokens[t]);
     if (c.embed_scale != 1.0f) scale_inplace(&x_[t * E], c.embed_scale, E);
     if (L0.attn_norm != nullptr) norm_row(c, &x_[t * E], L0.attn_norm, L0.attn_norm_b, E, &xn_[t * E]);
   });
+}
+
+// A read faults in the whole page-cache folio around the row (up to 2 MiB, the largest
+// folio), not its page: the 2 MiB-aligned window around the row leaves again, clipped to
+// the table.
+void Model::release_embedding_row(int32_t token) const {
+  const WeightView& e = weights_.tok_embd;
+  constexpr uintptr_t kWindow = uintptr_t{2} << 20;
+  const auto table = reinterpret_cast<uintptr_t>(e.data);
+  const uintptr_t table_end = table + static_cast<uintptr_t>(e.row_stride) * static_cast<uintptr_t>(e.rows);
+  const uintptr_t row = table + static_cast<uintptr_t>(token) * e.row_stride;
+  const uintptr_t begin = std::max(table, row / kWindow * kWindow);
+  const uintptr_t end = std::min(table_end, (row + e.row_stride + kWindow - 1) / kWindow * kWindow);
+  MappedFile::drop_range(reinterpret_cast<const uint8_t*>(begin), end - begin);
 }
 
 // Self-attention of layer l on the normed input xn_ (on the residual x_ itself in a layer

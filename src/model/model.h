@@ -86,12 +86,18 @@ class Model {
                     int64_t n);
   void output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);
   void ensure_scratch(int64_t n);
+  void release_embedding_row(int32_t token) const;
 
   ModelConfig config_;
   ModelWeights weights_;
   ThreadPool* pool_ = nullptr;
   size_t weight_bytes_ = 0;
   PackingReport packing_;
+  // The embedding table lies in the file's mapping and nothing else reads its rows (it is
+  // untied, or tied with the output head packed): embed() lets each row's pages go once
+  // read, so the table costs no resident memory however many distinct tokens are seen (a
+  // fault maps a whole page-cache folio, hundreds of KiB, around each row read).
+  bool release_embedding_rows_ = false;
   // Scratch for a chunk of up to scratch_tokens_ tokens.
   int64_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;

@@ -137,6 +137,11 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
       log_info("repacked {} matrices into 16-row panels ({:.1f} MiB)", packed.matrices,
                static_cast<double>(packed.bytes) / (1 << 20));
   }
+  // What the load read of the file (metadata, the rows of the matrices now packed) leaves
+  // the resident set; matrices still read from the file fault back in on first use.
+  if (repack) file.drop_all_pages();
+  const ModelWeights& w = m->weights_;
+  m->release_embedding_rows_ = file.maps(w.tok_embd.data) && (w.output.data != w.tok_embd.data || w.output.packed != nullptr);
   for (const auto& t : file.tensors()) m->weight_bytes_ += t.nbytes;
   return m;
 }

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "base/log.h"
+#include "base/mapped_file.h"
 #include "gguf/gguf_file.h"
 #include "kernels/matmul/packed_weights.h"
 #include "model/weights.h"
@@ -33,12 +35,11 @@ auto matrix_views(Weights& w) {
 
 bool packs(const WeightView& v) { return !v.empty() && v.packed == nullptr && packed_kernels(v.type) != nullptr; }
 
-// The tensor whose file pages can leave memory once v is packed, or null. The rows of a
-// tied embedding table are still looked up; other matrices are then read only through
-// their panels (not a matrix that is a part of a fused tensor, whose other parts are
-// packed later).
-const GgufTensor* droppable(const GgufFile& f, const ModelWeights& w, const WeightView& v) {
-  if (v.data == w.tok_embd.data) return nullptr;
+// The tensor whose file pages can leave memory once v is packed, or null: a packed matrix
+// is read only through its panels (a tied embedding table's rows are still looked up, a
+// few per step, and Model::embed faults them back and lets them go again), but not one
+// that is a part of a fused tensor, whose other parts are packed later.
+const GgufTensor* droppable(const GgufFile& f, const ModelWeights&, const WeightView& v) {
   const GgufTensor* t = tensor_at(f, v.data);
   return t != nullptr && t->nbytes == v.row_stride * v.rows ? t : nullptr;
 }
@@ -70,12 +71,25 @@ PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool&
     }
     const int64_t panels = (v->rows + kPanelRows - 1) / kPanelRows;
     uint8_t* out = buf.data();
-    pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1, int) {
-      pack_panels(v->type, v->data, v->row_stride, v->rows, v->cols, p0, p1, out);
-    });
-    if (const GgufTensor* t = droppable(f, w, *v)) {
-      f.drop_pages(*t);
-      report.dropped_file_bytes += t->nbytes;
+    // In pieces of about 16 MiB of rows, each one's file pages let go once it is packed:
+    // the load's peak stays the panels so far plus one piece, not plus the whole matrix
+    // (an output head is 100-500 MiB).
+    const GgufTensor* file_tensor = droppable(f, w, *v);
+    const int64_t panel_bytes = static_cast<int64_t>(v->row_stride) * kPanelRows;
+    const int64_t step = std::max<int64_t>(1, (int64_t{16} << 20) / panel_bytes);
+    for (int64_t p0 = 0; p0 < panels; p0 += step) {
+      const int64_t p1 = std::min(panels, p0 + step);
+      pool.parallel_for(p1 - p0, 1, [&](int64_t a, int64_t b, int) {
+        pack_panels(v->type, v->data, v->row_stride, v->rows, v->cols, p0 + a, p0 + b, out);
+      });
+      if (file_tensor != nullptr) {
+        const int64_t r0 = p0 * kPanelRows, r1 = std::min(v->rows, p1 * kPanelRows);
+        MappedFile::drop_range(v->data + r0 * v->row_stride, static_cast<size_t>((r1 - r0)) * v->row_stride);
+      }
+    }
+    if (file_tensor != nullptr) {
+      f.drop_pages(*file_tensor);
+      report.dropped_file_bytes += file_tensor->nbytes;
     }
     v->packed = out;
     w.packed.push_back(std::move(buf));

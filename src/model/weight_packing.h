@@ -2,8 +2,9 @@
 // src/kernels/matmul/packed_weights.h, where this machine has kernels for them (Q4_0, Q5_0,
 // Q8_0 and Q4_K on AVX-512 VNNI; PAGODA_REPACK=0 turns it off). Panels take the bytes of their
 // rows (Q4_K 2.8% more); the file's pages of a repacked matrix are dropped from the
-// resident set, so memory stays about the model's size, except for a tied embedding
-// table, whose rows are still looked up and so are kept too.
+// resident set as it is packed, so memory stays about the model's size during the load and
+// after it (a tied embedding table's pages too: Model::embed reads its rows and lets them
+// go again).
 #pragma once
 
 #include <cstddef>

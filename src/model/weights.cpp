@@ -76,8 +76,9 @@ Result<const float*> WeightBinder::vector(const std::string& name, int64_t n, bo
     return error("{}: tensor {} has {} values, expected a vector of {}", file_.path(), name, t->num_elements(), n);
   if (!can_dequantize(t->type))
     return error("{}: tensor {} has unsupported type {}", file_.path(), name, dtype_name(t->type));
-  if (t->type == DType::F32 && reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0)
-    return reinterpret_cast<const float*>(t->data);
+  // Copied out of the mapping even as F32: a few KiB read every step from the file would
+  // keep the page-cache folios around them (hundreds of KiB of the matrices beside them)
+  // mapped into the resident set.
   auto buf = std::make_unique<float[]>(n);
   dequantize_row(t->type, t->data, buf.get(), n);
   out_.owned.push_back(std::move(buf));

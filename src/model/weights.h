@@ -1,7 +1,7 @@
 // Weight tensors of a model bound by name from a GGUF file, with shapes and types checked
 // against the config at load time. Matrices stay in the file's mapping (zero copy);
-// small 1-D tensors (norms, biases) are kept as float, converted once if stored
-// otherwise. Absent optional tensors are empty views / null pointers.
+// small 1-D tensors (norms, biases) are copied out as float (converted where stored
+// otherwise), so no step reads them from the file. Absent optional tensors are empty views / null pointers.
 #pragma once
 
 #include <memory>

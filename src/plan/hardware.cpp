@@ -51,9 +51,11 @@ struct ProbeMatrix {
   size_t bytes() const { return view.packed != nullptr ? packed_bytes(view.type, view.rows, view.cols) : rows_buf.size(); }
 };
 
-// The median of `reps` timed calls after one untimed.
+// The fastest of `reps` timed calls after one untimed: what the machine does when nothing
+// else takes its cores or its memory bandwidth (a median would carry whatever other load
+// the probe happened to meet into the cache for good).
 template <class F>
-double median_seconds(int reps, F&& f) {
+double best_seconds(int reps, F&& f) {
   f();
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
@@ -62,7 +64,7 @@ double median_seconds(int reps, F&& f) {
     t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
   std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return t.front();
 }
 
 FormatRate measure_format(DType t, ThreadPool& pool) {
@@ -74,18 +76,125 @@ FormatRate measure_format(DType t, ThreadPool& pool) {
     const int64_t rows = std::max<int64_t>(kPanelRows, ((int64_t{128} << 20) / row_bytes(t, cols)) / kPanelRows * kPanelRows);
     ProbeMatrix m(t, rows, cols);
     std::vector<float> x(cols, 0.5f), y(rows);
-    const double s = median_seconds(7, [&] { matmul(m.view, x.data(), 1, y.data(), pool); });
+    const double s = best_seconds(7, [&] { matmul(m.view, x.data(), 1, y.data(), pool); });
     r.gemv_bytes_per_s = static_cast<double>(m.bytes()) / s;
   }
   {
     const int64_t rows = 4096, tokens = 128;
     ProbeMatrix m(t, rows, cols);
     std::vector<float> x(cols * tokens, 0.5f), y(rows * tokens);
-    const double s = median_seconds(3, [&] { matmul(m.view, x.data(), tokens, y.data(), pool); });
+    const double s = best_seconds(5, [&] { matmul(m.view, x.data(), tokens, y.data(), pool); });
     r.gemm_flops = 2.0 * rows * cols * tokens / s;
   }
   return r;
 }
+
+// A call timed as the engine runs it: one token through `copies` copies of its matrices in
+// turn (together past the last-level cache, as a model's matrices are to one another), and
+// 128 tokens. The bytes are zeros, panels where the engine packs: the kernels cost the
+// same for any values.
+CallTiming measure_call(const MatmulCall& call, ThreadPool& pool) {
+  CallTiming r;
+  r.call = call;
+  if (call.empty()) return r;
+  std::vector<size_t> offset;
+  size_t stride = 0;
+  for (const MatrixShape& s : call) {
+    offset.push_back(stride);
+    const bool packed = packed_kernels(s.type) != nullptr;
+    const size_t bytes = packed ? packed_bytes(s.type, s.rows, s.cols) : row_bytes(s.type, s.cols) * s.rows;
+    stride += (bytes + 4095) / 4096 * 4096;
+  }
+  const int64_t copies = std::clamp<int64_t>(static_cast<int64_t>((size_t{192} << 20) / stride), 1, 4096);
+  AlignedBuffer buf(stride * static_cast<size_t>(copies));
+  if (buf.data() == nullptr) return r;
+  std::fill(buf.data(), buf.data() + buf.size(), uint8_t{0});
+  const int64_t cols = call.front().cols, tokens = 128;
+  std::vector<std::vector<WeightView>> views(copies);
+  for (int64_t i = 0; i < copies; ++i)
+    for (size_t m = 0; m < call.size(); ++m) {
+      const MatrixShape& s = call[m];
+      WeightView v;
+      v.type = s.type;
+      v.rows = s.rows;
+      v.cols = s.cols;
+      v.row_stride = row_bytes(s.type, s.cols);
+      uint8_t* p = buf.data() + static_cast<size_t>(i) * stride + offset[m];
+      v.data = p;
+      if (packed_kernels(s.type) != nullptr) v.packed = p;
+      views[i].push_back(v);
+    }
+  std::vector<float> x(cols * tokens, 0.5f);
+  std::vector<std::vector<float>> y(call.size());
+  std::vector<float*> ys;
+  for (size_t m = 0; m < call.size(); ++m) {
+    y[m].resize(call[m].rows * tokens);
+    ys.push_back(y[m].data());
+  }
+  auto run = [&](int64_t i, int64_t n) {
+    std::vector<const WeightView*> ws;
+    for (const WeightView& v : views[i]) ws.push_back(&v);
+    if (ws.size() == 1)
+      matmul(*ws[0], x.data(), n, ys[0], pool);
+    else
+      matmul_shared_input(ws, x.data(), n, ys, pool);
+  };
+  r.gemv_s = best_seconds(5, [&] {
+               for (int64_t i = 0; i < copies; ++i) run(i, 1);
+             }) / static_cast<double>(copies);
+  r.gemm_s_per_token = best_seconds(5, [&] { run(0, tokens); }) / tokens;
+  return r;
+}
+
+// Attention of shape s over a 4096-token context: one query against it in each of enough
+// layers' KV that they are past the caches together (decode), then 64 queries at its end
+// (a prefill chunk), through the engine's paged kernel.
+AttentionTiming measure_attention(const AttentionShape& s, ThreadPool& pool) {
+  AttentionTiming r;
+  r.shape = s;
+  const int32_t ctx = 4096, block = 16, chunk = 64;
+  const int64_t row = kv_row_bytes(s.kv, s.n_kv_heads, s.head_dim);
+  const size_t layer_bytes = static_cast<size_t>(row) * ctx;
+  const int64_t layers = std::clamp<int64_t>(static_cast<int64_t>((size_t{96} << 20) / (2 * layer_bytes)), 1, 64);
+  AlignedBuffer k(layer_bytes * layers), v(layer_bytes * layers);
+  if (k.data() == nullptr || v.data() == nullptr) return r;
+  std::fill(k.data(), k.data() + k.size(), uint8_t{0});
+  std::fill(v.data(), v.data() + v.size(), uint8_t{0});
+  std::vector<int32_t> table(ctx / block);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  AttentionParams p;
+  p.n_heads = s.n_heads;
+  p.n_kv_heads = s.n_kv_heads;
+  p.head_dim = s.head_dim;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const int64_t qd = static_cast<int64_t>(s.n_heads) * s.head_dim;
+  std::vector<float> q(qd * chunk, 0.5f), out(qd * chunk);
+  auto kv_at = [&](int64_t l) {
+    PagedKv kv;
+    kv.k = k.data() + l * layer_bytes;
+    kv.v = v.data() + l * layer_bytes;
+    kv.row_stride = row;
+    kv.block_stride = row * block;
+    kv.block_shift = 4;
+    kv.type = s.kv;
+    return kv;
+  };
+  {
+    const AttnSeq seq{0, 1, ctx - 1, table.data()};
+    const double t = best_seconds(5, [&] {
+      for (int64_t l = 0; l < layers; ++l) attention_paged(q.data(), {&seq, 1}, kv_at(l), p, out.data(), pool);
+    });
+    r.decode_s_per_key = t / static_cast<double>(layers) / ctx;
+  }
+  {
+    const AttnSeq seq{0, chunk, ctx - chunk, table.data()};
+    const double t = best_seconds(5, [&] { attention_paged(q.data(), {&seq, 1}, kv_at(0), p, out.data(), pool); });
+    r.prefill_s_per_query_key = t / (static_cast<double>(chunk) * (ctx - chunk / 2));
+  }
+  return r;
+}
+
+std::string kv_name(KvType t) { return t == KvType::kF16 ? "f16" : "int8"; }
 
 std::string cache_path(int threads) {
   std::string cpu = cpu_features_string();
@@ -93,13 +202,29 @@ std::string cache_path(int threads) {
   return fmt::format("{}/hardware/{}-t{}.json", ModelCache::default_root(), cpu, threads);
 }
 
-json to_json(const HardwareProfile& h) {
+}  // namespace
+
+json hardware_json(const HardwareProfile& h) {
   json f = json::array();
   for (const FormatRate& r : h.formats)
     f.push_back({{"type", std::string(dtype_name(r.type))}, {"gemv_bytes_per_s", r.gemv_bytes_per_s},
                  {"gemm_flops", r.gemm_flops}});
-  return {{"name", h.name}, {"cpu", h.cpu}, {"threads", h.threads}, {"formats", f}};
+  json sh = json::array();
+  for (const CallTiming& t : h.calls) {
+    json parts = json::array();
+    for (const MatrixShape& m : t.call)
+      parts.push_back({{"type", std::string(dtype_name(m.type))}, {"rows", m.rows}, {"cols", m.cols}});
+    sh.push_back({{"matrices", parts}, {"gemv_s", t.gemv_s}, {"gemm_s_per_token", t.gemm_s_per_token}});
+  }
+  json at = json::array();
+  for (const AttentionTiming& t : h.attention)
+    at.push_back({{"n_heads", t.shape.n_heads}, {"n_kv_heads", t.shape.n_kv_heads}, {"head_dim", t.shape.head_dim},
+                  {"kv", kv_name(t.shape.kv)}, {"decode_s_per_key", t.decode_s_per_key},
+                  {"prefill_s_per_query_key", t.prefill_s_per_query_key}});
+  return {{"name", h.name}, {"cpu", h.cpu}, {"threads", h.threads}, {"formats", f}, {"calls", sh}, {"attention", at}};
 }
+
+namespace {
 
 HardwareProfile named(std::string name, std::string cpu, int threads, double gbs, double gflops) {
   HardwareProfile h;
@@ -134,19 +259,73 @@ const FormatRate& HardwareProfile::rate(DType t) const {
   return *best;
 }
 
-HardwareProfile measure_hardware(std::span<const DType> types, ThreadPool& pool) {
+const CallTiming* HardwareProfile::timing(const MatmulCall& c) const {
+  for (const CallTiming& t : calls)
+    if (t.call == c) return &t;
+  return nullptr;
+}
+
+const AttentionTiming* HardwareProfile::timing(const AttentionShape& s) const {
+  for (const AttentionTiming& t : attention)
+    if (t.shape == s) return &t;
+  return nullptr;
+}
+
+namespace {
+
+// What of `want` h does not hold yet.
+HardwareRequest missing_from(const HardwareProfile& h, const HardwareRequest& want) {
+  HardwareRequest m;
+  for (DType t : want.types)
+    if (std::none_of(h.formats.begin(), h.formats.end(), [&](const FormatRate& r) { return r.type == t; }) &&
+        std::find(m.types.begin(), m.types.end(), t) == m.types.end())
+      m.types.push_back(t);
+  for (const MatmulCall& c : want.calls)
+    if (h.timing(c) == nullptr && std::find(m.calls.begin(), m.calls.end(), c) == m.calls.end())
+      m.calls.push_back(c);
+  for (const AttentionShape& s : want.attention)
+    if (h.timing(s) == nullptr && std::find(m.attention.begin(), m.attention.end(), s) == m.attention.end())
+      m.attention.push_back(s);
+  return m;
+}
+
+void read_cache(const json& j, HardwareProfile& h) {
+  for (const json& f : j.at("formats")) {
+    auto t = dtype_from_name(f.at("type").get<std::string>());
+    if (t) h.formats.push_back({*t, f.at("gemv_bytes_per_s").get<double>(), f.at("gemm_flops").get<double>()});
+  }
+  for (const json& f : j.value("calls", json::array())) {
+    MatmulCall c;
+    for (const json& m : f.at("matrices")) {
+      auto t = dtype_from_name(m.at("type").get<std::string>());
+      if (!t) break;
+      c.push_back({*t, m.at("rows").get<int64_t>(), m.at("cols").get<int64_t>()});
+    }
+    if (c.size() == f.at("matrices").size())
+      h.calls.push_back({c, f.at("gemv_s").get<double>(), f.at("gemm_s_per_token").get<double>()});
+  }
+  for (const json& f : j.value("attention", json::array())) {
+    const AttentionShape s{f.at("n_heads").get<int32_t>(), f.at("n_kv_heads").get<int32_t>(),
+                           f.at("head_dim").get<int32_t>(), f.at("kv").get<std::string>() == "int8" ? KvType::kI8 : KvType::kF16};
+    h.attention.push_back({s, f.at("decode_s_per_key").get<double>(), f.at("prefill_s_per_query_key").get<double>()});
+  }
+}
+
+}  // namespace
+
+HardwareProfile measure_hardware(const HardwareRequest& want, ThreadPool& pool) {
   HardwareProfile h;
   h.name = "auto";
   h.cpu = cpu_features_string();
   h.threads = pool.num_threads();
-  for (DType t : types) {
-    if (std::any_of(h.formats.begin(), h.formats.end(), [&](const FormatRate& r) { return r.type == t; })) continue;
-    h.formats.push_back(measure_format(t, pool));
-  }
+  const HardwareRequest todo = missing_from(h, want);
+  for (DType t : todo.types) h.formats.push_back(measure_format(t, pool));
+  for (const MatmulCall& c : todo.calls) h.calls.push_back(measure_call(c, pool));
+  for (const AttentionShape& s : todo.attention) h.attention.push_back(measure_attention(s, pool));
   return h;
 }
 
-Result<HardwareProfile> auto_hardware(std::span<const DType> types, ThreadPool& pool, bool remeasure) {
+Result<HardwareProfile> auto_hardware(const HardwareRequest& want, ThreadPool& pool, bool remeasure) {
   const std::string path = cache_path(pool.num_threads());
   HardwareProfile h;
   h.name = "auto";
@@ -156,28 +335,26 @@ Result<HardwareProfile> auto_hardware(std::span<const DType> types, ThreadPool& 
     std::ifstream in(path);
     if (in) {
       try {
-        const json j = json::parse(in);
-        for (const json& f : j.at("formats")) {
-          auto t = dtype_from_name(f.at("type").get<std::string>());
-          if (t) h.formats.push_back({*t, f.at("gemv_bytes_per_s").get<double>(), f.at("gemm_flops").get<double>()});
-        }
+        read_cache(json::parse(in), h);
       } catch (const json::exception&) {
         h.formats.clear();  // a damaged cache is measured again
+        h.calls.clear();
+        h.attention.clear();
       }
     }
   }
-  std::vector<DType> missing;
-  for (DType t : types)
-    if (std::none_of(h.formats.begin(), h.formats.end(), [&](const FormatRate& r) { return r.type == t; }))
-      missing.push_back(t);
-  if (missing.empty()) return h;
-  for (const FormatRate& r : measure_hardware(missing, pool).formats) h.formats.push_back(r);
+  const HardwareRequest todo = missing_from(h, want);
+  if (todo.types.empty() && todo.calls.empty() && todo.attention.empty()) return h;
+  HardwareProfile fresh = measure_hardware(todo, pool);
+  h.formats.insert(h.formats.end(), fresh.formats.begin(), fresh.formats.end());
+  h.calls.insert(h.calls.end(), fresh.calls.begin(), fresh.calls.end());
+  h.attention.insert(h.attention.end(), fresh.attention.begin(), fresh.attention.end());
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << to_json(h).dump(1) << "\n";
+    out << hardware_json(h).dump(1) << "\n";
     if (!out) return error("cannot write the hardware profile cache {}", tmp);
   }
   std::filesystem::rename(tmp, path, ec);

@@ -3,16 +3,25 @@
 #include "gguf/gguf_file.h"
 #include "model/model.h"
 #include "model/weight_packing.h"
+#include "base/system_memory.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pagoda {
 
 Result<MemoryPlan> plan_memory(const GgufFile& file, const Model& model, const EngineConfig& config,
-                               size_t available) {
+                               size_t available, LoadMemory measured) {
   MemoryPlan p;
+  p.metadata = measured.metadata;
+  p.tokenizer = measured.tokenizer;
+  p.tokenizer_build = std::max(measured.tokenizer, measured.tokenizer_build);
   const ModelWeights& w = model.weights();
   for (const GgufTensor& t : file.tensors()) {
     p.weights_file += t.nbytes;
-    if (t.shape.size() == 1 && t.type != DType::F32) p.converted += static_cast<size_t>(t.num_elements()) * sizeof(float);
+    // Vectors (norms, biases) are copied out as floats, their file pages let go.
+    if (t.shape.size() == 1 || (t.shape.size() == 2 && t.shape[1] == 1)) {
+      p.converted += static_cast<size_t>(t.num_elements()) * sizeof(float);
+      p.vectors_file += t.nbytes;
+    }
   }
   const bool tied = w.output.data == w.tok_embd.data;
   if (!tied)
@@ -22,13 +31,23 @@ Result<MemoryPlan> plan_memory(const GgufFile& file, const Model& model, const E
   p.packed = packing.bytes;
   p.packed_matrices = packing.matrices;
   p.dropped = packing.dropped_file_bytes;
-  p.weights_resident = p.weights_file - p.embedding_lookup - p.dropped + p.packed + p.converted;
+  p.weights_resident = p.weights_file - p.vectors_file - p.embedding_lookup - p.dropped + p.packed + p.converted;
   auto kv = Engine::kv_budget(model.config(), config, available);
   if (!kv) return kv.status();
   p.kv = *kv;
   p.model_scratch = Model::scratch_bytes(model.config(), config.scheduler.max_num_batched_tokens);
   p.engine_scratch = Engine::scratch_bytes(model.config(), config);
   return p;
+}
+
+void measure_tokenizer(const GgufFile& file, LoadMemory& out) {
+  release_free_heap();  // what the build touches then is new pages, not reused free ones
+  const size_t heap0 = heap_in_use_bytes(), anon0 = anonymous_resident_bytes();
+  auto tok = Tokenizer::from_gguf(file);
+  const size_t heap1 = heap_in_use_bytes(), anon1 = anonymous_resident_bytes();
+  if (!tok) return;
+  out.tokenizer = heap1 > heap0 ? heap1 - heap0 : 0;
+  out.tokenizer_build = anon1 > anon0 ? anon1 - anon0 : 0;
 }
 
 }  // namespace pagoda

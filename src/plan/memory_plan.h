@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -31,18 +32,37 @@ struct MemoryPlan {
   int packed_matrices = 0;
   size_t dropped = 0;           // file pages of packed matrices let go
   size_t embedding_lookup = 0;  // an untied token_embd: looked up by row, its pages mostly never read
-  size_t converted = 0;         // 1-D tensors kept as floats
+  size_t converted = 0;         // 1-D tensors copied out as floats
+  size_t vectors_file = 0;      // their bytes in the file, pages let go after the load
   KvBudget kv;
+  size_t metadata = 0;          // the file's parsed metadata (kept: the vocabulary arrays are most of it)
+  size_t tokenizer = 0;         // its tables (vocabulary, merges, lookup structures)
+  size_t tokenizer_build = 0;   // the heap its build touches, kept and freed (freed at the load's end)
   size_t model_scratch = 0;     // activations of the largest step
   size_t engine_scratch = 0;    // logits rows
   size_t runtime = kRuntimeBaselineBytes;
-  size_t total() const { return weights_resident + kv.bytes + model_scratch + engine_scratch + runtime; }
+  // Running: everything the engine holds. Loading: the weights and the tokenizer's build.
+  size_t running() const { return weights_resident + kv.bytes + metadata + tokenizer + model_scratch + engine_scratch + runtime; }
+  size_t loading() const { return weights_resident + metadata + tokenizer_build + runtime; }
+  size_t total() const { return std::max(running(), loading()); }
 };
 
 // `model` is loaded from `file` without repacking (Model::load(..., repack=false));
 // packing is predicted for this machine's kernels. `available`: the memory the engine
-// would see (0: no cap on the KV budget).
+// would see (0: no cap on the KV budget); `measured`: what the file's metadata and the
+// tokenizer took when this process built them.
+struct LoadMemory {
+  size_t metadata = 0;         // heap of the parsed GGUF metadata (its vocabulary arrays)
+  size_t tokenizer = 0;        // heap in use once the tokenizer is built
+  size_t tokenizer_build = 0;  // anonymous memory its build touched (its peak)
+};
 Result<MemoryPlan> plan_memory(const GgufFile& file, const Model& model, const EngineConfig& config,
-                               size_t available);
+                               size_t available, LoadMemory measured = {});
+
+// The tokenizer parts of LoadMemory, measured by building it (a large vocabulary's
+// tables are tens of MiB: Qwen2.5's 151k tokens and merges or Gemma 3's 262k pieces about
+// 25 kept, up to twice that while building); zeros without one. Costs the tokenizer's load
+// (0.1-0.5 s); call it once, before the process's heap has free pages to reuse.
+void measure_tokenizer(const GgufFile& file, LoadMemory& out);
 
 }  // namespace pagoda

@@ -10,49 +10,89 @@ namespace pagoda {
 
 namespace {
 
-struct Matrix {
-  const WeightView* w;
+// A call of a step: the views it multiplies (the decoder's grouping).
+struct Call {
+  std::vector<const WeightView*> ws;
   bool output;  // the output head: one row of logits per sequence, also in prefill
+  MatmulCall shape() const {
+    MatmulCall c;
+    for (const WeightView* w : ws) c.push_back({w->type, w->rows, w->cols});
+    return c;
+  }
 };
+
+// As Model::attention_block and Model::ffn_block call matmul and matmul_shared_input.
+std::vector<Call> calls_of(const Model& model) {
+  const ModelWeights& w = model.weights();
+  std::vector<Call> cs;
+  for (const LayerWeights& L : w.layers) {
+    cs.push_back({{&L.wq, &L.wk, &L.wv}, false});
+    cs.push_back({{&L.wo}, false});
+    if (!L.gate.empty())
+      cs.push_back({{&L.gate, &L.up}, false});
+    else
+      cs.push_back({{&L.up}, false});
+    cs.push_back({{&L.down}, false});
+  }
+  cs.push_back({{&w.output}, true});
+  return cs;
+}
 
 double matrix_bytes(const WeightView& w) {
   return packed_kernels(w.type) != nullptr ? static_cast<double>(packed_bytes(w.type, w.rows, w.cols))
                                            : static_cast<double>(w.row_stride) * static_cast<double>(w.rows);
 }
 
-// Seconds of one matmul of n tokens: the slower of streaming its bytes and doing its FLOPs.
-double matmul_s(const WeightView& w, int64_t n, const HardwareProfile& hw, double* memory_s = nullptr) {
-  const FormatRate& r = hw.rate(w.type);
-  const double mem = matrix_bytes(w) / r.gemv_bytes_per_s;
-  const double flops = 2.0 * static_cast<double>(w.rows) * static_cast<double>(w.cols) * static_cast<double>(n);
-  const double compute = flops / r.gemm_flops;
+// Seconds of one call of n tokens: the slower of streaming its matrices and doing their
+// FLOPs, as timed for the call where the profile has it, else at their formats' rates.
+double call_s(const Call& c, int64_t n, const HardwareProfile& hw, double* memory_s = nullptr) {
+  double mem = 0, compute = 0;
+  if (const CallTiming* t = hw.timing(c.shape())) {
+    mem = t->gemv_s;
+    compute = t->gemm_s_per_token * static_cast<double>(n);
+  } else {
+    for (const WeightView* w : c.ws) {
+      const FormatRate& r = hw.rate(w->type);
+      mem += matrix_bytes(*w) / r.gemv_bytes_per_s;
+      compute += 2.0 * static_cast<double>(w->rows) * static_cast<double>(w->cols) * static_cast<double>(n) / r.gemm_flops;
+    }
+  }
   if (memory_s != nullptr && mem >= compute) *memory_s += mem;
   return std::max(mem, compute);
 }
 
 }  // namespace
 
+std::vector<MatmulCall> matmul_calls(const Model& model) {
+  std::vector<MatmulCall> out;
+  for (const Call& c : calls_of(model)) {
+    MatmulCall s = c.shape();
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
 SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedRequest& r) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
-  std::vector<Matrix> ms;
-  for (const LayerWeights& L : w.layers)
-    for (const WeightView* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down})
-      if (!v->empty()) ms.push_back({v, false});
-  ms.push_back({&w.output, true});
+  const std::vector<Call> cs = calls_of(model);
 
-  // The rate KV and attention run at: that of the format holding most of the bytes.
-  DType bulk_type = ms.front().w->type;
+  // The rate KV and attention run at without a timing of them: that of the format holding
+  // most of the bytes.
+  DType bulk_type = w.output.type;
   {
     double best = 0;
-    for (const Matrix& m : ms) {
-      double sum = 0;
-      for (const Matrix& o : ms)
-        if (o.w->type == m.w->type) sum += matrix_bytes(*o.w);
-      if (sum > best) best = sum, bulk_type = m.w->type;
-    }
+    for (const Call& m : cs)
+      for (const WeightView* v : m.ws) {
+        double sum = 0;
+        for (const Call& o : cs)
+          for (const WeightView* u : o.ws)
+            if (u->type == v->type) sum += matrix_bytes(*u);
+        if (sum > best) best = sum, bulk_type = v->type;
+      }
   }
   const FormatRate& bulk = hw.rate(bulk_type);
+  const AttentionTiming* at = hw.timing(AttentionShape{c.n_head, c.n_head_kv, c.head_dim, r.kv_type});
   auto attention_s = [&](double queries, double keys_each) {
     // Scores and the weighted sum: 4 * head_dim FLOPs per query head and key, every
     // layer; the keys' K and V bytes read once per step.
@@ -60,6 +100,10 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
     for (int32_t l = 0; l < c.n_layer; ++l) {
       const bool local = c.sliding_window > 0 && l < static_cast<int32_t>(c.layer_is_local.size()) && c.layer_is_local[l];
       const double keys = local ? std::min<double>(keys_each, c.sliding_window) : keys_each;
+      if (at != nullptr) {
+        s += queries <= 1 ? keys * at->decode_s_per_key : queries * keys * at->prefill_s_per_query_key;
+        continue;
+      }
       const double flops = 4.0 * c.head_dim * c.n_head * queries * keys;
       const double bytes = keys * r.kv_bytes_per_token_layer;
       s += std::max(flops / bulk.gemm_flops, bytes / bulk.gemv_bytes_per_s);
@@ -70,9 +114,9 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
   SpeedPlan p;
   const int64_t B = std::max(1, r.batch);
   double memory_s = 0, matrix_s = 0;
-  for (const Matrix& m : ms) {
-    p.weight_bytes_per_step += matrix_bytes(*m.w);
-    matrix_s += matmul_s(*m.w, B, hw, &memory_s);
+  for (const Call& m : cs) {
+    for (const WeightView* v : m.ws) p.weight_bytes_per_step += matrix_bytes(*v);
+    matrix_s += call_s(m, B, hw, &memory_s);
   }
   // Each sequence reads its own context's KV; the mean over the generated tokens is the
   // step at their middle (attention grows linearly).
@@ -85,7 +129,7 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
   double prefill = 0;
   for (int64_t done = 0; done < P; done += 512) {
     const int64_t n = std::min<int64_t>(512, P - done);
-    for (const Matrix& m : ms) prefill += matmul_s(*m.w, m.output ? 1 : n, hw);
+    for (const Call& m : cs) prefill += call_s(m, m.output ? 1 : n, hw);
     // Causal: the chunk's queries see on average depth + done + n / 2 keys.
     prefill += attention_s(static_cast<double>(n),
                            static_cast<double>(r.depth + done) + 0.5 * static_cast<double>(n));

@@ -1,16 +1,18 @@
 // Predicted speed of a model on a HardwareProfile, a roofline per matrix: a step of n
-// tokens reads each weight matrix once (its bytes at the format's measured GEMV rate) and
-// does 2 * rows * cols * n FLOPs (at the format's measured GEMM rate); the step takes the
-// larger of the two for every matrix, plus attention (the KV bytes of the context, and its
-// FLOPs). Decode of one sequence is bandwidth-bound on every CPU, prefill compute-bound.
-// Where it is wrong: the output head and small matrices of tiny models run below the
-// probe's rates, and the per-step overhead (sampling, scheduling) is not in it;
-// bench/plan_accuracy.py measures how far off it is.
+// tokens reads each weight matrix once and does 2 * rows * cols * n FLOPs; the step takes
+// the larger of the two for every matrix, plus attention of every layer over its context
+// (sliding-window layers over their window). Where the profile timed the model's own
+// shapes and attention (`--hardware auto`) those times are used, else the format's
+// streaming and GEMM rates and attention's KV bytes and FLOPs at the bulk format's rates.
+// Decode of one sequence is bandwidth-bound on every CPU, prefill compute-bound. Not in
+// it: elementwise work (norms, RoPE, activations) and the per-step overhead (sampling,
+// scheduling); bench/plan_accuracy.py measures how far off it is.
 //
 // Cost: a pass over the model's bound views. Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "plan/hardware.h"
 
@@ -26,6 +28,7 @@ struct SpeedRequest {
   int32_t depth = 0;
   int32_t batch = 1;     // decode: sequences stepped together, each at the same depth
   double kv_bytes_per_token_layer = 0;  // K and V of one token in one layer (kv_row_bytes * 2)
+  KvType kv_type = KvType::kF16;         // for the profile's attention timing
 };
 
 struct SpeedPlan {
@@ -39,5 +42,8 @@ struct SpeedPlan {
 };
 
 SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedRequest& r);
+
+// The distinct matmul calls of the model's step (what `--hardware auto` times).
+std::vector<MatmulCall> matmul_calls(const Model& model);
 
 }  // namespace pagoda

@@ -14,8 +14,8 @@ import pytest
 MiB = 1 << 20
 
 MEMORY_KEYS = {"weights_file_bytes", "weights_resident_bytes", "packed_bytes", "packed_matrices",
-               "dropped_file_bytes", "embedding_lookup_bytes", "converted_bytes", "kv_bytes", "kv_blocks",
-               "kv_capped", "max_model_len", "model_scratch_bytes", "engine_scratch_bytes", "runtime_bytes",
+               "dropped_file_bytes", "embedding_lookup_bytes", "converted_bytes", "vectors_file_bytes", "kv_bytes", "kv_blocks",
+               "kv_capped", "max_model_len", "metadata_bytes", "tokenizer_bytes", "tokenizer_build_bytes", "running_bytes", "loading_bytes", "model_scratch_bytes", "engine_scratch_bytes", "runtime_bytes",
                "total_bytes"}
 SPEED_KEYS = {"weight_bytes_per_step", "decode_tok_s", "decode_step_s", "decode_memory_bound_share",
               "prefill_tok_s", "ttft_s"}
@@ -58,9 +58,14 @@ def test_json_keys_are_stable_and_the_parts_add_up(pagoda, models):
             "memory", "fits"} == set(j)
     m = j["memory"]
     assert set(m) == MEMORY_KEYS
-    assert m["total_bytes"] == (m["weights_resident_bytes"] + m["kv_bytes"] + m["model_scratch_bytes"]
-                                + m["engine_scratch_bytes"] + m["runtime_bytes"])
-    assert m["weights_resident_bytes"] == (m["weights_file_bytes"] - m["embedding_lookup_bytes"]
+    assert m["running_bytes"] == (m["weights_resident_bytes"] + m["kv_bytes"] + m["metadata_bytes"] + m["tokenizer_bytes"]
+                                  + m["model_scratch_bytes"] + m["engine_scratch_bytes"] + m["runtime_bytes"])
+    assert m["loading_bytes"] == (m["weights_resident_bytes"] + m["metadata_bytes"] + m["tokenizer_build_bytes"]
+                                  + m["runtime_bytes"])
+    assert m["total_bytes"] == max(m["running_bytes"], m["loading_bytes"])
+    assert m["tokenizer_build_bytes"] >= m["tokenizer_bytes"]
+    assert m["tokenizer_bytes"] > 0  # the generated model has a vocabulary
+    assert m["weights_resident_bytes"] == (m["weights_file_bytes"] - m["vectors_file_bytes"] - m["embedding_lookup_bytes"]
                                            - m["dropped_file_bytes"] + m["packed_bytes"] + m["converted_bytes"])
     assert m["max_model_len"] == 2048 and j["ctx"] == 2048 and j["max_num_seqs"] == 4
 
@@ -155,7 +160,7 @@ def test_fits_under_a_budget(pagoda, models):
                   "--memory-budget", "200M")
     m = j["memory"]
     per_seq = m["kv_bytes"] / 4
-    fixed = m["total_bytes"] - m["kv_bytes"]
+    fixed = m["running_bytes"] - m["kv_bytes"]
     assert j["budget_bytes"] == 200 * MiB
     assert j["fits"]["max_num_seqs_at_ctx"] == int((200 * MiB - fixed) // per_seq)
     assert 0 < j["fits"]["ctx_at_max_num_seqs"] <= 8192

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "base/thread_pool.h"
@@ -100,9 +102,44 @@ TEST(MemoryPlan, ResidentWeightsLeaveOutTheUntiedEmbeddingAndCountPanels) {
   const bool tied = f->find_tensor("output.weight") == nullptr;
   EXPECT_EQ(plan->embedding_lookup, tied ? 0 : emb->nbytes);
   EXPECT_EQ(plan->weights_resident,
-            plan->weights_file - plan->embedding_lookup - plan->dropped + plan->packed + plan->converted);
+            plan->weights_file - plan->vectors_file - plan->embedding_lookup - plan->dropped + plan->packed +
+                plan->converted);
   EXPECT_GT(plan->model_scratch, 0u);
   EXPECT_EQ(plan->engine_scratch, Engine::scratch_bytes((*model)->config(), EngineConfig{}));
+}
+
+// Resident bytes of this process's mappings of `path` (smaps).
+size_t mapped_rss(const std::string& path) {
+  std::ifstream in("/proc/self/smaps");
+  size_t kb = 0;
+  bool in_file = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string::npos &&
+        line.find(' ') < line.find(':'))
+      in_file = line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0;
+    else if (in_file && line.rfind("Rss:", 0) == 0)
+      kb += std::stoull(line.substr(4));
+  }
+  return kb * 1024;
+}
+
+// The plan counts no file page of a packed model: the load lets them all go (packed
+// matrices, vectors copied out, metadata).
+TEST(MemoryPlan, APackedModelKeepsNoFilePageResidentAfterTheLoad) {
+  const std::string path = std::filesystem::canonical(write_model("r.gguf", spec("llama", DType::Q8_0))).string();
+  auto f = GgufFile::open(path);
+  ASSERT_TRUE(f.is_ok());
+  ThreadPool pool(1);
+  auto unpacked = Model::load(*f, pool, false);
+  ASSERT_TRUE(unpacked.is_ok());
+  auto plan = plan_memory(*f, **unpacked, EngineConfig{}, 0);
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_GT(mapped_rss(path), 0u);  // the unpacked load read the file's vectors
+  auto model = Model::load(*f, pool);
+  ASSERT_TRUE(model.is_ok());
+  if ((*model)->packing().matrices == 0) GTEST_SKIP() << "no packed kernels on this CPU";
+  EXPECT_EQ(mapped_rss(path), 0u);
+  EXPECT_EQ(plan->weights_resident, plan->packed + plan->converted);
 }
 
 TEST(MemoryPlan, ABudgetTheMachineCannotGiveIsRefusedAsTheEngineRefusesIt) {
