@@ -10,7 +10,9 @@
 #include "kernels/matmul/packed_weights.h"
 #include "kv/kv_storage.h"
 #include "model/kv_cache.h"
+#include "base/system_memory.h"
 #include "model/model.h"
+#include "plan/memory_plan.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "cli/pull_progress.h"
@@ -49,11 +51,14 @@ std::string value_to_string(const GgufValue& v, size_t max_items) {
 int run_inspect(const InspectArgs& a) {
   auto path = resolve_model_arg(a.model);
   if (!path) return report_error(path.status());
+  LoadMemory measured;
+  const size_t heap0 = heap_in_use_bytes();
   auto file = GgufFile::open(*path);
   if (!file) {
     fmt::print(stderr, "error: {}\n", file.status().message());
     return 1;
   }
+  measured.metadata = heap_in_use_bytes() - std::min(heap0, heap_in_use_bytes());
   const GgufFile& f = *file;
   fmt::print("file: {}\nGGUF version {}, {} metadata keys, {} tensors, alignment {}, size {}\n\n", f.path(),
              f.version(), f.metadata().size(), f.tensors().size(), f.alignment(), human_size(f.file_size()));
@@ -115,27 +120,29 @@ int run_inspect(const InspectArgs& a) {
   const KvShape shape = Engine::kv_shape(c, ec);
   const bool windows = shape.layout().has_windows();
   const size_t kv_full = KvCache::bytes_needed(c.n_layer, ctx, c.kv_dim());
-  const size_t kv = !windows ? kv_full
-                             : KvStorage::bytes_per_block(shape) *
-                                   static_cast<size_t>(shape.layout().max_blocks_for(
-                                       ctx, ec.block_size, ec.scheduler.max_num_batched_tokens));
   fmt::print("model: {} | layers {} | embd {} | heads {} (kv {}) x {} | ffn {} | vocab {} | trained ctx {}\n",
              c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train);
-  // A tied embedding table that gets repacked for the output projection is kept twice:
-  // rows for the lookups, panels for the matmul (model/weight_packing.h).
-  const WeightView& out = (*model)->weights().output;
-  const bool tied = out.data == (*model)->weights().tok_embd.data;
-  const size_t copy = tied && packed_kernels(out.type) != nullptr ? packed_bytes(out.type, out.rows, out.cols) : 0;
-  fmt::print("memory at ctx {}: weights {} (mmap){} + KV cache {} (FP16{}) = {}\n", ctx,
-             human_size(static_cast<double>(bytes)),
-             copy > 0 ? fmt::format(" + output panels {}", human_size(static_cast<double>(copy))) : std::string(),
-             human_size(static_cast<double>(kv)),
+  // The engine's own sizing, as `pagoda plan` prints it in full (src/plan/memory_plan.h).
+  EngineConfig one = ec;
+  one.max_model_len = ctx;
+  one.scheduler.max_num_seqs = 1;
+  measure_tokenizer(f, measured);
+  auto plan = plan_memory(f, **model, one, 0, measured);
+  if (!plan) {
+    fmt::print("memory: {}\n", plan.status().message());
+    return 0;
+  }
+  const MemoryPlan& m = *plan;
+  auto hs = [](size_t b) { return human_size(static_cast<double>(b)); };
+  fmt::print("memory at ctx {}: weights {} resident ({} in the file{}) + KV cache {} (FP16{}) + metadata {} + "
+             "tokenizer {} + scratch {} + runtime {} = {} (pagoda plan: the parts, and what fits)\n",
+             ctx, hs(m.weights_resident), hs(m.weights_file),
+             m.packed_matrices > 0 ? fmt::format("; {} of panels", hs(m.packed)) : std::string(), hs(m.kv.bytes),
              windows ? fmt::format("; sliding-window layers keep their {}-position window and a {}-token prefill "
                                    "chunk, {} for all positions of every layer",
-                                   c.sliding_window, ec.scheduler.max_num_batched_tokens,
-                                   human_size(static_cast<double>(kv_full)))
+                                   c.sliding_window, ec.scheduler.max_num_batched_tokens, hs(kv_full))
                      : std::string(),
-             human_size(static_cast<double>(bytes + copy + kv)));
+             hs(m.metadata), hs(m.tokenizer), hs(m.model_scratch + m.engine_scratch), hs(m.runtime), hs(m.total()));
   return 0;
 }
 
