@@ -15,7 +15,7 @@ $PAGODA_CACHE/bench-models/).
 Memory, per configuration (model, context C, sequences B, KV dtype):
   predicted  pagoda plan -m M -c C --max-num-seqs B --kv-cache-dtype K --hardware none --json
              -> memory.total_bytes
-  measured   peak RSS (wait4's ru_maxrss) of
+  measured   peak RSS (its own VmHWM, `peak_rss_bytes` of its JSON) of
              pagoda bench throughput -m M -c C --max-num-seqs B --kv-cache-dtype K
                --num-prompts B --input-len L --output-len 8 --range-ratio 0
              with L = max(8, 512 / B) so a step reaches the 512-token chunk (the largest
@@ -68,7 +68,7 @@ def log(msg: str) -> None:
 
 
 def run(cmd: list[str], timeout: float) -> tuple[int, str, str, int]:
-    """rc, stdout, stderr, 0 (run_rss gives the peak RSS)."""
+    """rc, stdout, stderr, 0."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -77,24 +77,6 @@ def run(cmd: list[str], timeout: float) -> tuple[int, str, str, int]:
         out, err = p.communicate()
         return -9, out, err, 0
     return p.returncode, out, err, 0
-
-
-def run_rss(cmd: list[str], timeout: float) -> tuple[int, str, str, int]:
-    """rc, stdout, "", peak RSS in bytes of this one process (wait4's rusage)."""
-    with open(os.devnull, "w") as devnull:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=devnull, text=True)
-        deadline = time.monotonic() + timeout
-        out = []
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid != 0:
-                out.append(p.stdout.read())
-                return os.waitstatus_to_exitcode(status), "".join(out), "", ru.ru_maxrss * 1024
-            if time.monotonic() > deadline:
-                p.kill()
-                os.wait4(p.pid, 0)
-                return -9, "", "timeout", 0
-            time.sleep(0.05)
 
 
 def plan(pagoda: Path, model: Path, args: list[str], threads: int) -> dict:
@@ -118,10 +100,12 @@ def memory_rows(a, pagoda: Path, models: dict) -> list[dict]:
                "--input-len", str(input_len), "--output-len", "8", "--range-ratio", "0", "-t", str(a.threads),
                "--json"]
         load0 = os.getloadavg()[0]
-        rc, out, err, rss = run_rss(cmd, a.timeout)
+        rc, out, err, _ = run(cmd, a.timeout)
         if rc != 0:
             log(f"memory {name} ctx {ctx} x{seqs} {kv}: bench throughput failed ({rc})")
             continue
+        # Its own VmHWM: wait4's ru_maxrss starts from the parent's high-water mark.
+        rss = json.loads(out)["peak_rss_bytes"]
         err_b = predicted - rss
         ok = abs(err_b) <= max(0.03 * rss, 32 * MiB)
         r = {"row": name, "ctx": ctx, "max_num_seqs": seqs, "kv": kv, "predicted_bytes": predicted,

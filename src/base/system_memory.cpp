@@ -25,13 +25,22 @@ size_t heap_in_use_bytes() {
 #endif
 }
 
-size_t anonymous_resident_bytes() {
+namespace {
+
+// A "Key:   N kB" line of /proc/self/status, in bytes.
+size_t status_kb(const char* key) {
   std::ifstream f("/proc/self/status");
-  std::string key, unit;
+  const std::string k(key);
   for (std::string line; std::getline(f, line);)
-    if (line.rfind("RssAnon:", 0) == 0) return std::stoull(line.substr(8)) * 1024;
+    if (line.rfind(k, 0) == 0) return std::stoull(line.substr(k.size())) * 1024;
   return 0;
 }
+
+}  // namespace
+
+size_t anonymous_resident_bytes() { return status_kb("RssAnon:"); }
+
+size_t peak_resident_bytes() { return status_kb("VmHWM:"); }
 
 void release_free_heap() {
 #if defined(__GLIBC__)

@@ -19,6 +19,12 @@ size_t heap_in_use_bytes();
 // this across a build is the build's peak, where heap_in_use_bytes() gives what it keeps.
 size_t anonymous_resident_bytes();
 
+// The peak resident set of this process's address space (VmHWM of /proc/self/status); 0
+// when it cannot be read. Unlike getrusage's ru_maxrss, which starts from the resident set
+// of the parent that forked it (a test runner's hundreds of MiB), it counts only this
+// program's own memory.
+size_t peak_resident_bytes();
+
 // Gives the C heap's free pages back to the system (glibc's malloc_trim): after a build
 // that allocates much more than it keeps, such as a tokenizer's, so the transient does not
 // stay in the resident set for the life of the process. Costs a walk of the heap's free

@@ -18,6 +18,7 @@
 
 #include "base/thread_pool.h"
 #include "base/timer.h"
+#include "base/system_memory.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/latency_stats.h"
@@ -207,6 +208,7 @@ int run_bench_throughput(const ThroughputArgs& a) {
       {"prefix_cache_hit_rate", hit_rate},
       {"preemptions", st.preemptions},
       {"steps", st.steps},
+      {"peak_rss_bytes", peak_resident_bytes()},
   };
   if (a.json) {
     fmt::print("{}\n", j.dump(2));

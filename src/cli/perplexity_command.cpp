@@ -6,11 +6,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <sys/resource.h>
 
 #include <memory>
 
 #include "base/timer.h"
+#include "base/system_memory.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/model_loader.h"
@@ -30,12 +30,6 @@ struct PplArgs {
   int32_t threads = 0;
   bool json = false;
 };
-
-size_t peak_rss_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<size_t>(u.ru_maxrss) * 1024;  // KiB on Linux
-}
 
 nlohmann::json to_json(const PplArgs& a, const PerplexityResult& r, double total_seconds, double rss_mib) {
   nlohmann::json j = {
@@ -103,7 +97,7 @@ int run_perplexity(const PplArgs& a) {
   o.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   auto r = compute_perplexity(*loaded->model, *loaded->tokenizer, *text, o);
   if (!r) return fail(r.status());
-  const double rss_mib = peak_rss_bytes() / 1048576.0;
+  const double rss_mib = peak_resident_bytes() / 1048576.0;
   if (a.json) {
     fmt::print("{}\n", to_json(a, *r, total.seconds(), rss_mib).dump(2));
     return 0;
