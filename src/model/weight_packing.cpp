@@ -39,7 +39,7 @@ bool packs(const WeightView& v) { return !v.empty() && v.packed == nullptr && pa
 // is read only through its panels (a tied embedding table's rows are still looked up, a
 // few per step, and Model::embed faults them back and lets them go again), but not one
 // that is a part of a fused tensor, whose other parts are packed later.
-const GgufTensor* droppable(const GgufFile& f, const ModelWeights&, const WeightView& v) {
+const GgufTensor* droppable(const GgufFile& f, const WeightView& v) {
   const GgufTensor* t = tensor_at(f, v.data);
   return t != nullptr && t->nbytes == v.row_stride * v.rows ? t : nullptr;
 }
@@ -52,7 +52,7 @@ PackingReport plan_packing(const GgufFile& f, const ModelWeights& w) {
     if (!packs(*v)) continue;
     ++report.matrices;
     report.bytes += packed_bytes(v->type, v->rows, v->cols);
-    if (const GgufTensor* t = droppable(f, w, *v)) report.dropped_file_bytes += t->nbytes;
+    if (const GgufTensor* t = droppable(f, *v)) report.dropped_file_bytes += t->nbytes;
   }
   return report;
 }
@@ -74,7 +74,7 @@ PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool&
     // In pieces of about 16 MiB of rows, each one's file pages let go once it is packed:
     // the load's peak stays the panels so far plus one piece, not plus the whole matrix
     // (an output head is 100-500 MiB).
-    const GgufTensor* file_tensor = droppable(f, w, *v);
+    const GgufTensor* file_tensor = droppable(f, *v);
     const int64_t panel_bytes = static_cast<int64_t>(v->row_stride) * kPanelRows;
     const int64_t step = std::max<int64_t>(1, (int64_t{16} << 20) / panel_bytes);
     for (int64_t p0 = 0; p0 < panels; p0 += step) {
@@ -87,10 +87,7 @@ PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool&
         MappedFile::drop_range(v->data + r0 * v->row_stride, static_cast<size_t>((r1 - r0)) * v->row_stride);
       }
     }
-    if (file_tensor != nullptr) {
-      f.drop_pages(*file_tensor);
-      report.dropped_file_bytes += file_tensor->nbytes;
-    }
+    if (file_tensor != nullptr) report.dropped_file_bytes += file_tensor->nbytes;
     v->packed = out;
     w.packed.push_back(std::move(buf));
     ++report.matrices;
