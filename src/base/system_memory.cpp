@@ -40,6 +40,8 @@ size_t status_kb(const char* key) {
 
 size_t anonymous_resident_bytes() { return status_kb("RssAnon:"); }
 
+size_t resident_bytes() { return status_kb("VmRSS:"); }
+
 size_t peak_resident_bytes() { return status_kb("VmHWM:"); }
 
 void release_free_heap() {

@@ -19,6 +19,9 @@ size_t heap_in_use_bytes();
 // this across a build is the build's peak, where heap_in_use_bytes() gives what it keeps.
 size_t anonymous_resident_bytes();
 
+// The resident set of this process now (VmRSS of /proc/self/status); 0 when it cannot be read.
+size_t resident_bytes();
+
 // The peak resident set of this process's address space (VmHWM of /proc/self/status); 0
 // when it cannot be read. Unlike getrusage's ru_maxrss, which starts from the resident set
 // of the parent that forked it (a test runner's hundreds of MiB), it counts only this

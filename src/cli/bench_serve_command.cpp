@@ -22,6 +22,7 @@
 
 #include "base/printable.h"
 #include "base/timer.h"
+#include "cli/base_url.h"
 #include "cli/commands.h"
 #include "cli/common_options.h"
 #include "cli/latency_stats.h"
@@ -48,28 +49,6 @@ struct ServeBenchArgs {
   uint32_t seed = 0;
   bool json_out = false;
 };
-
-// --base-url as OpenAI clients take it: http(s)://host[:port] with an optional path,
-// the API root (".../v1", added when the path does not end in it).
-struct BaseUrl {
-  std::string origin;    // scheme://host:port, what httplib::Client connects to
-  std::string api_root;  // e.g. /v1 or /proxy/v1
-};
-
-Result<BaseUrl> parse_base_url(const std::string& url) {
-  const size_t scheme_end = url.find("://");
-  if (scheme_end == std::string::npos) return error("--base-url {}: expected http://host[:port][/path]", in_quotes(url));
-  const std::string scheme = url.substr(0, scheme_end);
-  if (scheme != "http" && scheme != "https")
-    return error("--base-url {}: scheme {} is not supported (http or https)", in_quotes(url), in_quotes(scheme));
-  const size_t host_begin = scheme_end + 3;
-  const size_t path_begin = std::min(url.find('/', host_begin), url.size());
-  if (path_begin == host_begin) return error("--base-url {}: no host", in_quotes(url));
-  BaseUrl b{url.substr(0, path_begin), url.substr(path_begin)};
-  while (!b.api_root.empty() && b.api_root.back() == '/') b.api_root.pop_back();
-  if (b.api_root.size() < 3 || b.api_root.compare(b.api_root.size() - 3, 3, "/v1") != 0) b.api_root += "/v1";
-  return b;
-}
 
 struct Outcome {
   bool ok = false;
@@ -155,7 +134,7 @@ int run_bench_serve(const ServeBenchArgs& a) {
     }
     if (const GgufArray* toks = f->get_array("tokenizer.ggml.tokens")) vocab = static_cast<int32_t>(toks->values.size());
   }
-  auto url = parse_base_url(a.base_url);
+  auto url = parse_base_url(a.base_url, "--base-url");
   if (!url) return report_error(url.status());
   std::string model = a.model_name;
   if (model.empty()) {

@@ -18,7 +18,7 @@ int cli_main(int argc, char** argv) {
   std::vector<Subcommand> subs = {add_run_command(app), add_inspect_command(app), add_bench_command(app),
                                  add_serve_command(app), add_chat_command(app), add_quantize_command(app),
                                  add_perplexity_command(app), add_pull_command(app),
-                                 add_list_command(app), add_plan_command(app)};
+                                 add_list_command(app), add_plan_command(app), add_doctor_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -29,6 +29,7 @@ Subcommand add_perplexity_command(CLI::App& app);
 Subcommand add_pull_command(CLI::App& app);
 Subcommand add_list_command(CLI::App& app);
 Subcommand add_plan_command(CLI::App& app);
+Subcommand add_doctor_command(CLI::App& app);
 // `pagoda bench throughput` and `pagoda bench serve`, nested under bench.
 Subcommand add_bench_throughput_command(CLI::App& bench);
 Subcommand add_bench_serve_command(CLI::App& bench);

@@ -23,6 +23,7 @@
 #include "kernels/attention/attention.h"
 #include "model/model.h"
 #include "plan/hardware.h"
+#include "plan/memory_fit.h"
 #include "plan/memory_plan.h"
 #include "plan/speed_model.h"
 
@@ -77,58 +78,6 @@ Result<Outcome> evaluate(const GgufFile& file, const Model& model, const EngineC
   return o;
 }
 
-// The most sequences of `ctx` tokens whose KV, with everything else, fits in `budget`.
-int32_t largest_batch(const Outcome& o, size_t budget) {
-  const size_t fixed = o.memory.running() - o.memory.kv.bytes;
-  if (budget <= fixed || budget < o.memory.loading() || o.config.scheduler.max_num_seqs <= 0 || o.memory.kv.wanted == 0) return 0;
-  const size_t per_seq = o.memory.kv.wanted / static_cast<size_t>(o.config.scheduler.max_num_seqs);
-  return per_seq == 0 ? 0 : static_cast<int32_t>(std::min<size_t>((budget - fixed) / per_seq, 1 << 20));
-}
-
-// The longest context `batch` sequences may each have within `budget` (bisection over
-// the engine's own KV sizing), or 0.
-int64_t longest_context(const GgufFile& file, const Model& model, EngineConfig ec, int32_t batch, size_t budget,
-                        int64_t cap, LoadMemory tokenizer) {
-  ec.scheduler.max_num_seqs = std::max(1, batch);
-  ec.kv_cache_bytes = 0;
-  auto fits = [&](int64_t ctx) {
-    ec.max_model_len = static_cast<int32_t>(ctx);
-    auto m = plan_memory(file, model, ec, 0, tokenizer);
-    return m && m->total() <= budget;
-  };
-  int64_t lo = 0, hi = cap;
-  if (fits(hi)) return hi;
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return lo;
-}
-
-json memory_json(const MemoryPlan& m) {
-  return {{"weights_file_bytes", m.weights_file},
-          {"weights_resident_bytes", m.weights_resident},
-          {"packed_bytes", m.packed},
-          {"packed_matrices", m.packed_matrices},
-          {"dropped_file_bytes", m.dropped},
-          {"embedding_lookup_bytes", m.embedding_lookup},
-          {"converted_bytes", m.converted},
-          {"vectors_file_bytes", m.vectors_file},
-          {"kv_bytes", m.kv.bytes},
-          {"kv_blocks", m.kv.blocks},
-          {"kv_capped", m.kv.capped},
-          {"max_model_len", m.kv.max_model_len},
-          {"metadata_bytes", m.metadata},
-          {"tokenizer_bytes", m.tokenizer},
-          {"tokenizer_build_bytes", m.tokenizer_build},
-          {"running_bytes", m.running()},
-          {"loading_bytes", m.loading()},
-          {"model_scratch_bytes", m.model_scratch},
-          {"engine_scratch_bytes", m.engine_scratch},
-          {"runtime_bytes", m.runtime},
-          {"total_bytes", m.total()}};
-}
-
 json speed_json(const SpeedPlan& s) {
   return {{"weight_bytes_per_step", s.weight_bytes_per_step}, {"decode_tok_s", s.decode_tok_s},
           {"decode_step_s", s.decode_step_s}, {"decode_memory_bound_share", s.decode_bound_by_memory},
@@ -164,32 +113,9 @@ int run_plan(const PlanArgs& a) {
     budget = *b;
   }
 
-  std::optional<HardwareProfile> hw;
-  if (a.hardware == "auto") {
-    HardwareRequest want;
-    want.calls = matmul_calls(model);
-    for (const MatmulCall& call : want.calls)
-      for (const MatrixShape& m : call) want.types.push_back(m.type);
-    for (KvType kv : {KvType::kF16, KvType::kI8}) want.attention.push_back({c.n_head, c.n_head_kv, c.head_dim, kv});
-    auto h = auto_hardware(want, pool, a.remeasure);
-    if (!h) return report_error(h.status());
-    hw = *h;
-    // The cache holds other models' timings too: show and use this one's.
-    std::erase_if(hw->calls, [&](const CallTiming& t) {
-      return std::find(want.calls.begin(), want.calls.end(), t.call) == want.calls.end();
-    });
-    std::erase_if(hw->attention, [&](const AttentionTiming& t) {
-      return std::find(want.attention.begin(), want.attention.end(), t.shape) == want.attention.end();
-    });
-  } else if (a.hardware != "none") {
-    const HardwareProfile* p = named_profile(a.hardware);
-    if (p == nullptr) {
-      std::string names;
-      for (const std::string& n : named_profiles()) names += " " + n;
-      return report_error(error("--hardware: unknown profile '{}' (auto, none or one of:{})", a.hardware, names));
-    }
-    hw = *p;
-  }
+  auto hw_r = hardware_for_model(a.hardware, model, pool, a.remeasure);
+  if (!hw_r) return report_error(hw_r.status());
+  const std::optional<HardwareProfile>& hw = *hw_r;
   const HardwareProfile* hwp = hw ? &*hw : nullptr;
   measure_tokenizer(*file, measured);
   const LoadMemory& tok = measured;
@@ -197,9 +123,11 @@ int run_plan(const PlanArgs& a) {
   if (!base) return report_error(base.status());
   const Outcome& o = *base;
   const MemoryPlan& m = o.memory;
-  const int32_t fit_batch = largest_batch(o, budget);
+  // The fits are of the memory itself: KV sized for the sequences, not capped by what is available now.
+  const MemoryPlanner unbounded = [&](const EngineConfig& e) { return plan_memory(*file, model, e, 0, tok); };
+  const int32_t fit_batch = largest_batch(o.memory, ec->scheduler.max_num_seqs, budget);
   const int64_t fit_ctx =
-      longest_context(*file, model, *ec, ec->scheduler.max_num_seqs, budget, std::max<int64_t>(ctx, c.n_ctx_train), tok);
+      longest_context(unbounded, *ec, ec->scheduler.max_num_seqs, budget, std::max<int64_t>(ctx, c.n_ctx_train));
 
   // One change per goal, each evaluated with the same functions.
   std::vector<Advice> advice;
@@ -227,7 +155,7 @@ int run_plan(const PlanArgs& a) {
         if (seqs == most) break;
       }
     }
-    const int64_t long_ctx = longest_context(*file, model, e1, 1, budget, std::max<int64_t>(c.n_ctx_train, ctx), tok);
+    const int64_t long_ctx = longest_context(unbounded, e1, 1, budget, std::max<int64_t>(c.n_ctx_train, ctx));
     if (o.config.scheduler.max_num_seqs > 1)
       advice.push_back({"low latency", "--max-num-seqs 1 (pagoda run)",
                         fmt::format("decode {:.1f} tok/s for one sequence, TTFT {:.0f} ms for a {}-token prompt",
@@ -273,7 +201,7 @@ int run_plan(const PlanArgs& a) {
               {"threads", pool.num_threads()},
               {"available_bytes", available},
               {"budget_bytes", budget},
-              {"memory", memory_json(m)},
+              {"memory", memory_plan_json(m)},
               {"fits", {{"max_num_seqs_at_ctx", fit_batch}, {"ctx_at_max_num_seqs", fit_ctx}}}};
     if (hwp != nullptr) {
       j["hardware"] = hardware_json(*hwp);

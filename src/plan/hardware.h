@@ -71,6 +71,7 @@ struct HardwareRequest {
   std::vector<DType> types;
   std::vector<MatmulCall> calls;
   std::vector<AttentionShape> attention;
+  bool stream = false;  // the plain read bandwidth (stream_bytes_per_s)
 };
 
 struct HardwareProfile {
@@ -80,6 +81,10 @@ struct HardwareProfile {
   std::vector<FormatRate> formats;
   std::vector<CallTiming> calls;           // measured profiles only
   std::vector<AttentionTiming> attention;  // measured profiles only
+  // What a plain read of memory reaches on these threads (a sum over 256 MiB): the ceiling
+  // a decode step's weight streaming is held against (`pagoda doctor`). Named profiles: their
+  // GEMV bandwidth.
+  double stream_bytes_per_s = 0;
   const CallTiming* timing(const MatmulCall& c) const;
   const AttentionTiming* timing(const AttentionShape& s) const;
   // The rate of `t`, or of the nearest measured format by bits per weight when t was not

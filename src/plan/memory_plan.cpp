@@ -1,5 +1,7 @@
 #include "plan/memory_plan.h"
 
+#include <nlohmann/json.hpp>
+
 #include "gguf/gguf_file.h"
 #include "model/model.h"
 #include "model/weight_packing.h"
@@ -38,6 +40,30 @@ Result<MemoryPlan> plan_memory(const GgufFile& file, const Model& model, const E
   p.model_scratch = Model::scratch_bytes(model.config(), config.scheduler.max_num_batched_tokens);
   p.engine_scratch = Engine::scratch_bytes(model.config(), config);
   return p;
+}
+
+nlohmann::json memory_plan_json(const MemoryPlan& m) {
+  return {{"weights_file_bytes", m.weights_file},
+          {"weights_resident_bytes", m.weights_resident},
+          {"packed_bytes", m.packed},
+          {"packed_matrices", m.packed_matrices},
+          {"dropped_file_bytes", m.dropped},
+          {"embedding_lookup_bytes", m.embedding_lookup},
+          {"converted_bytes", m.converted},
+          {"vectors_file_bytes", m.vectors_file},
+          {"kv_bytes", m.kv.bytes},
+          {"kv_blocks", m.kv.blocks},
+          {"kv_capped", m.kv.capped},
+          {"max_model_len", m.kv.max_model_len},
+          {"metadata_bytes", m.metadata},
+          {"tokenizer_bytes", m.tokenizer},
+          {"tokenizer_build_bytes", m.tokenizer_build},
+          {"running_bytes", m.running()},
+          {"loading_bytes", m.loading()},
+          {"model_scratch_bytes", m.model_scratch},
+          {"engine_scratch_bytes", m.engine_scratch},
+          {"runtime_bytes", m.runtime},
+          {"total_bytes", m.total()}};
 }
 
 void measure_tokenizer(const GgufFile& file, LoadMemory& out) {

@@ -9,6 +9,8 @@
 // read. Thread-safety: pure functions.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <algorithm>
@@ -58,6 +60,9 @@ struct LoadMemory {
 };
 Result<MemoryPlan> plan_memory(const GgufFile& file, const Model& model, const EngineConfig& config,
                                size_t available, LoadMemory measured = {});
+
+// The plan as `plan --json` and `doctor --json` print it (docs/plan.md: "memory").
+nlohmann::json memory_plan_json(const MemoryPlan& m);
 
 // The tokenizer parts of LoadMemory, measured by building it (a large vocabulary's
 // tables are tens of MiB: Qwen2.5's 151k tokens and merges or Gemma 3's 262k pieces about

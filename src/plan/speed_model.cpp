@@ -72,6 +72,37 @@ std::vector<MatmulCall> matmul_calls(const Model& model) {
   return out;
 }
 
+Result<std::optional<HardwareProfile>> hardware_for_model(const std::string& choice, const Model& model,
+                                                          ThreadPool& pool, bool remeasure) {
+  if (choice == "none") return std::optional<HardwareProfile>();
+  if (choice != "auto") {
+    const HardwareProfile* p = named_profile(choice);
+    if (p == nullptr) {
+      std::string names;
+      for (const std::string& n : named_profiles()) names += " " + n;
+      return error("--hardware: unknown profile '{}' (auto, none or one of:{})", choice, names);
+    }
+    return std::optional<HardwareProfile>(*p);
+  }
+  const ModelConfig& c = model.config();
+  HardwareRequest want;
+  want.calls = matmul_calls(model);
+  for (const MatmulCall& call : want.calls)
+    for (const MatrixShape& m : call) want.types.push_back(m.type);
+  for (KvType kv : {KvType::kF16, KvType::kI8}) want.attention.push_back({c.n_head, c.n_head_kv, c.head_dim, kv});
+  want.stream = true;
+  auto h = auto_hardware(want, pool, remeasure);
+  if (!h) return h.status();
+  // The cache holds other models' timings too: show and use this one's.
+  std::erase_if(h->calls, [&](const CallTiming& t) {
+    return std::find(want.calls.begin(), want.calls.end(), t.call) == want.calls.end();
+  });
+  std::erase_if(h->attention, [&](const AttentionTiming& t) {
+    return std::find(want.attention.begin(), want.attention.end(), t.shape) == want.attention.end();
+  });
+  return std::optional<HardwareProfile>(std::move(*h));
+}
+
 SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedRequest& r) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
@@ -122,6 +153,7 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
   // step at their middle (attention grows linearly).
   p.decode_step_s = matrix_s + B * attention_s(1, r.depth + 0.5 * std::max(1, r.gen));
   p.decode_tok_s = B / p.decode_step_s;
+  p.decode_matrix_s = matrix_s;
   p.decode_bound_by_memory = matrix_s > 0 ? memory_s / matrix_s : 0;
 
   const int64_t P = std::max(1, r.prompt);

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "plan/hardware.h"
@@ -36,6 +38,7 @@ struct SpeedPlan {
   double decode_step_s = 0;          // one step of `batch` sequences
   double decode_tok_s = 0;           // batch / decode_step_s
   double decode_bound_by_memory = 0; // share of the step's matrix time that is bandwidth-bound
+  double decode_matrix_s = 0;        // of decode_step_s, the matrices' part (attention is the rest)
   double prefill_s = 0;
   double prefill_tok_s = 0;
   double ttft_s = 0;                 // the prefill of `prompt` tokens (the first token samples its last row)
@@ -45,5 +48,12 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
 
 // The distinct matmul calls of the model's step (what `--hardware auto` times).
 std::vector<MatmulCall> matmul_calls(const Model& model);
+
+// The profile `--hardware` names for this model: "auto" (this machine: the cached
+// profile, measuring what the model's calls, attention shapes (f16 and int8 KV) and the
+// read bandwidth still lack; only this model's timings kept), "none" (nullopt), or a named
+// profile; an unknown name is an error listing the known ones.
+Result<std::optional<HardwareProfile>> hardware_for_model(const std::string& choice, const Model& model,
+                                                          ThreadPool& pool, bool remeasure);
 
 }  // namespace pagoda

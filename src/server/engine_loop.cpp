@@ -223,6 +223,10 @@ void EngineLoop::publish_gauges() {
   g.preemptions = st.preemptions;
   g.prefix_queries = st.prefix_query_tokens;
   g.prefix_hits = st.prefix_hit_tokens;
+  g.kv_blocks = st.num_blocks;
+  g.block_size = engine_.config().block_size;
+  g.max_num_seqs = engine_.config().scheduler.max_num_seqs;
+  g.kv_bytes = engine_.kv_storage().bytes();
   metrics_->set_engine(g);
 }
 

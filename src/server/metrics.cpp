@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/system_memory.h"
+
 namespace pagoda {
 namespace {
 
@@ -139,6 +141,12 @@ std::string Metrics::render() const {
   gauge("num_requests_running", "Requests in the running batch.", static_cast<double>(engine_.running));
   gauge("num_requests_waiting", "Requests waiting to be scheduled.", static_cast<double>(engine_.waiting));
   gauge("kv_cache_usage_perc", "Fraction of KV cache blocks in use (1 = 100%).", engine_.kv_usage);
+  gauge("kv_cache_blocks", "KV cache blocks the engine holds.", static_cast<double>(engine_.kv_blocks));
+  gauge("kv_cache_block_size", "Tokens per KV cache block.", static_cast<double>(engine_.block_size));
+  gauge("kv_cache_bytes", "Bytes of the KV cache.", static_cast<double>(engine_.kv_bytes));
+  gauge("max_num_seqs", "Sequences the scheduler runs at once at most.", static_cast<double>(engine_.max_num_seqs));
+  gauge("process_resident_bytes", "Resident memory of the server process (VmRSS).",
+        static_cast<double>(resident_bytes()));
   counter("num_preemptions", "Preemptions (a sequence's KV blocks taken back to be recomputed later).",
           static_cast<double>(engine_.preemptions));
   counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", static_cast<double>(engine_.prefix_queries));

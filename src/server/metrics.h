@@ -35,6 +35,9 @@ struct EngineGauges {
   double kv_usage = 0;
   int64_t preemptions = 0;
   int64_t prefix_queries = 0, prefix_hits = 0;  // tokens
+  // The engine's fixed sizes, so a reader (pagoda doctor) can tell what a preemption rate means.
+  int32_t kv_blocks = 0, block_size = 0, max_num_seqs = 0;
+  size_t kv_bytes = 0;
 };
 
 class Metrics {
