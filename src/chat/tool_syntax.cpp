@@ -15,8 +15,8 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 // Detection order matters: a Llama 3 template mentions no <tool_call>, but a Hermes one
-// may mention "parameters".
-const ToolSyntax* const kSyntaxes[] = {&kHermesToolSyntax, &kLlama3JsonToolSyntax};
+// may mention "parameters" (and a Mistral one "ipython"-free [TOOL_CALLS]).
+const ToolSyntax* const kSyntaxes[] = {&kHermesToolSyntax, &kMistralToolSyntax, &kLlama3JsonToolSyntax};
 
 bool space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
@@ -101,6 +101,11 @@ Result<std::string> tool_call_structural_tag(const ToolSyntax& syntax, const std
   } else {
     format = {{"type", "tags_with_separator"}, {"tags", tags}, {"separator", syntax.separator},
               {"at_least_one", true}, {"stop_after_first", !parallel}};
+    if (!syntax.calls_begin.empty() || !syntax.calls_end.empty())
+      format = {{"type", "sequence"},
+                {"elements", ojson::array({{{"type", "const_string"}, {"value", syntax.calls_begin}},
+                                           format,
+                                           {{"type", "const_string"}, {"value", syntax.calls_end}}})}};
   }
   return ojson{{"type", "structural_tag"}, {"format", format}}.dump();
 }

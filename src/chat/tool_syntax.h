@@ -1,13 +1,13 @@
 // Tool calling in a model's own syntax: how a family writes a call in its reply
 // (Hermes/Qwen `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, Llama 3.x's bare
-// `{"name": ..., "parameters": ...}`), how to recognise the family from its chat template,
+// `{"name": ..., "parameters": ...}`, Mistral's `[TOOL_CALLS][{...}, ...]`), how to recognise the family from its chat template,
 // how to read the calls back out of generated text, and the xgrammar structural tag that
 // makes tool_choice binding: `required` and a named function constrain the whole reply to
 // calls whose arguments match the tool's parameters schema, `auto` lets text through
 // until the call opener and then constrains the call, `none` forbids the opener.
 //
 // One syntax is one ToolSyntax in its own file (tool_syntax_<name>.cpp) plus a line in
-// tool_syntax_registry.cpp. Everything here is pure and thread-safe.
+// the table of tool_syntax.cpp. Everything here is pure and thread-safe.
 #pragma once
 
 #include <optional>
@@ -48,6 +48,11 @@ struct ToolSyntax {
   std::string (*call_prefix)(const std::string& name);
   std::string call_suffix;
   std::string separator;  // between parallel calls
+  // Around all the calls of a reply (Mistral's JSON array); empty for most.
+  std::string calls_begin, calls_end;
+  // Call ids: 0 "call_" and 20 hex digits, else this many letters and digits (Mistral's
+  // templates accept only 9). A call the model wrote with a valid id keeps it.
+  int id_length = 0;
 };
 
 // The syntax a template writes, or nullptr when it renders no tools (or none known).
@@ -76,6 +81,7 @@ class ToolCallExtractor {
     std::vector<ToolCall> calls;  // empty when the reply held no (parseable) call
   };
   Final finish();
+  const ToolSyntax* syntax() const { return syntax_; }
 
  private:
   const ToolSyntax* syntax_;

@@ -15,5 +15,6 @@ std::optional<ToolCall> tool_call_from_json(std::string_view text, std::string_v
 
 extern const ToolSyntax kHermesToolSyntax;
 extern const ToolSyntax kLlama3JsonToolSyntax;
+extern const ToolSyntax kMistralToolSyntax;
 
 }  // namespace pagoda

@@ -50,6 +50,9 @@ const ToolSyntax kHermesToolSyntax{
     .call_prefix = prefix,
     .call_suffix = "}\n</tool_call>",
     .separator = "\n",
+    .calls_begin = "",
+    .calls_end = "",
+    .id_length = 0,
 };
 
 }  // namespace pagoda

@@ -68,6 +68,9 @@ const ToolSyntax kLlama3JsonToolSyntax{
     .call_prefix = prefix,
     .call_suffix = "}",
     .separator = "; ",
+    .calls_begin = "",
+    .calls_end = "",
+    .id_length = 0,
 };
 
 }  // namespace pagoda

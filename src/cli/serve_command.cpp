@@ -181,7 +181,7 @@ Subcommand add_serve_command(CLI::App& app) {
   sub->add_option("--served-model-name", args->served_name, "Model name in the API (default: the file's stem)");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
   sub->add_option("--tool-call-parser", args->tool_call_parser,
-                  "Tool-call syntax of the model's replies: auto (from the chat template), hermes, llama3_json");
+                  "Tool-call syntax of the model's replies: auto (from the chat template), hermes, llama3_json, mistral");
   sub->add_option("--reasoning-format", args->reasoning_format,
                   "auto (split <think> off into reasoning_content when the template reasons), deepseek (always), none")
       ->check(CLI::IsMember({"auto", "deepseek", "none"}));

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <string_view>
 
@@ -22,6 +23,17 @@ std::string random_id(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = std::random_device{}();
   return fmt::format("{}{:016x}{:04x}", prefix, salt ^ static_cast<uint64_t>(std::time(nullptr)), counter++ & 0xffff);
+}
+
+// `n` letters and digits (Mistral's tool-call ids), from a per-process random stream.
+std::string random_alnum(int n) {
+  static const char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> l(mu);
+  std::string id;
+  for (int i = 0; i < n; ++i) id += kChars[rng() % (sizeof(kChars) - 1)];
+  return id;
 }
 
 json token_bytes(const std::string& s) {
@@ -217,7 +229,10 @@ void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::st
         c.tool_calls = std::move(f.calls);
         for (size_t k = 0; k < c.tool_calls.size(); ++k) {
           ToolCall& call = c.tool_calls[k];
-          call.id = random_id("call_");
+          if (call.id.empty()) {
+            const int len = c.calls->syntax() != nullptr ? c.calls->syntax()->id_length : 0;
+            call.id = len > 0 ? random_alnum(len) : random_id("call_");
+          }
           calls_delta.push_back({{"index", k}, {"id", call.id}, {"type", "function"},
                                  {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
         }

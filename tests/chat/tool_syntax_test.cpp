@@ -28,10 +28,16 @@ Read read_in_pieces(const ToolSyntax* syntax, const std::string& reply, size_t p
 
 const ToolSyntax& hermes() { return *find_tool_syntax("hermes"); }
 const ToolSyntax& llama3() { return *find_tool_syntax("llama3_json"); }
+const ToolSyntax& mistral() { return *find_tool_syntax("mistral"); }
 
 TEST(ToolSyntax, DetectsTheFamilyFromTheTemplate) {
   EXPECT_EQ(detect_tool_syntax("{% if tools %}<tool_call>{{ tools | tojson }}{% endif %}"), &hermes());
   EXPECT_EQ(detect_tool_syntax("{% if tools %}<|python_tag|>{% endif %}"), &llama3());
+  EXPECT_EQ(detect_tool_syntax("{% if tools %}[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]{% endif %}"
+                               "{{ '[TOOL_CALLS]' + (m.tool_calls | tojson) }}"),
+            &mistral());
+  // The later name[ARGS]{...} syntax decodes to unmarked text: not taken for this one.
+  EXPECT_EQ(detect_tool_syntax("{% if tools %}{{ '[TOOL_CALLS]' + name + '[ARGS]' + args }}{% endif %}"), nullptr);
   EXPECT_EQ(detect_tool_syntax("{{ messages[0].content }}"), nullptr);
   // A template that never reads `tools` renders none, whatever else it mentions.
   EXPECT_EQ(detect_tool_syntax("<tool_call>"), nullptr);
@@ -89,6 +95,47 @@ TEST(ToolSyntax, Llama3CallsAreBareJsonAtTheStartOnly) {
   Read text = read_in_pieces(&llama3(), "The JSON is {\"name\": \"f\"}", 2);
   EXPECT_EQ(text.streamed + text.final.content, "The JSON is {\"name\": \"f\"}");
   EXPECT_TRUE(text.final.calls.empty());
+}
+
+TEST(ToolSyntax, MistralCallsAreOneJsonArrayAtTheStart) {
+  // [TOOL_CALLS] decodes to nothing; written out as text it counts too.
+  for (const std::string& marker : {std::string(""), std::string("[TOOL_CALLS]")}) {
+    const std::string reply = marker + "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, "
+                                       "\"id\": \"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": {}}]";
+    for (size_t piece : {1, 3, 1000}) {
+      Read r = read_in_pieces(&mistral(), reply, piece);
+      EXPECT_EQ(r.streamed + r.final.content, "") << piece;
+      ASSERT_EQ(r.final.calls.size(), 2u) << piece;
+      EXPECT_EQ(r.final.calls[0].name, "get_weather");
+      EXPECT_EQ(r.final.calls[0].id, "a1B2c3D4e");  // a valid Mistral id is kept
+      EXPECT_EQ(nlohmann::json::parse(r.final.calls[0].arguments), nlohmann::json({{"city", "Paris"}}));
+      EXPECT_EQ(r.final.calls[1].id, "");  // the server gives it 9 letters and digits
+    }
+  }
+  // Cut inside its second call: the first stands.
+  Read cut = read_in_pieces(&mistral(), "[{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"argu", 4);
+  ASSERT_EQ(cut.final.calls.size(), 1u);
+  EXPECT_EQ(cut.final.calls[0].name, "f");
+  for (const std::string& text : {std::string("[1] is a citation"), std::string("Sure: [{\"name\": \"f\"}]"),
+                                  std::string("[{not json}]")}) {
+    Read r = read_in_pieces(&mistral(), text, 2);
+    EXPECT_EQ(r.streamed + r.final.content, text);
+    EXPECT_TRUE(r.final.calls.empty()) << text;
+  }
+  EXPECT_EQ(mistral().id_length, 9);
+}
+
+TEST(ToolSyntax, MistralRequiredCallsAreWrappedInOneArray) {
+  const std::vector<ToolDef> tools = {{"f", ""}, {"g", ""}};
+  auto tag = tool_call_structural_tag(mistral(), tools, ToolChoice::kRequired, "", /*parallel=*/true);
+  ASSERT_TRUE(tag) << tag.status().message();
+  const auto j = nlohmann::json::parse(*tag);
+  ASSERT_EQ(j["format"]["type"], "sequence");
+  EXPECT_EQ(j["format"]["elements"][0]["value"], "[");
+  EXPECT_EQ(j["format"]["elements"][1]["type"], "tags_with_separator");
+  EXPECT_EQ(j["format"]["elements"][1]["separator"], ", ");
+  EXPECT_EQ(j["format"]["elements"][1]["tags"][0]["begin"], "{\"name\": \"f\", \"arguments\": ");
+  EXPECT_EQ(j["format"]["elements"][2]["value"], "]");
 }
 
 TEST(ToolSyntax, WithoutASyntaxEverythingIsContent) {

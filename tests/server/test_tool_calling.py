@@ -3,7 +3,8 @@
 On a random-weight model (where only the constraint can make a call valid) with real
 templates from tests/chat/chat_templates: tool_choice `required` and a named function
 always give calls whose arguments validate against the tool's parameters (jsonschema),
-for n = 3, in the Hermes (Qwen) and Llama 3 JSON syntaxes; <think> text is split into
+for n = 3, in the Hermes (Qwen), Llama 3 JSON and Mistral syntaxes (Mistral's 9-character
+call ids rendered back by its own templates as jinja2 renders them); <think> text is split into
 reasoning_content, also when the generation prompt opened it; chat_template_kwargs
 reach the template. On Qwen2.5-Coder-0.5B-Instruct (its GGUF template renders tools):
 required, named, auto, none and parallel_tool_calls=false behave as OpenAI documents,
@@ -45,10 +46,13 @@ def client(s: Server) -> openai.OpenAI:
     return openai.OpenAI(base_url=s.base + "/v1", api_key="x", max_retries=0, timeout=300)
 
 
-def check_calls(message, allowed=None):
+def check_calls(message, allowed=None, mistral=False):
     assert message.tool_calls, f"no tool calls in {message}"
     for call in message.tool_calls:
-        assert call.type == "function" and call.id.startswith("call_")
+        if mistral:  # the only ids Mistral's templates take back
+            assert call.type == "function" and len(call.id) == 9 and call.id.isalnum(), call.id
+        else:
+            assert call.type == "function" and call.id.startswith("call_")
         assert call.function.name in (allowed or SCHEMAS), call.function.name
         jsonschema.validate(json.loads(call.function.arguments), SCHEMAS[call.function.name])
     return [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls]
@@ -132,6 +136,40 @@ def test_llama3_json_syntax(pagoda_bin, model):
         for choice in r.choices:
             assert choice.finish_reason == "tool_calls"
             check_calls(choice.message)
+    finally:
+        assert s.terminate() == 0, s.output()
+
+
+@pytest.mark.parametrize("template,parallel", [("mistral-nemo.jinja", True), ("mistral-v3.jinja", False)])
+def test_mistral_syntax_and_its_ids_round_trip(pagoda_bin, model, template, parallel):
+    source = (TEMPLATES / template).read_text()
+    s = Server(pagoda_bin, model, "-c", "8192", "--chat-template", str(TEMPLATES / template))
+    try:
+        c = client(s)
+        r = c.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required", n=3, seed=4,
+                                      parallel_tool_calls=parallel, max_tokens=2000)
+        for choice in r.choices:
+            assert choice.finish_reason == "tool_calls", choice
+            calls = check_calls(choice.message, mistral=True)
+            if not parallel:
+                assert len(calls) == 1
+        # The second turn: the calls and their result rendered back, as jinja2 renders the
+        # template (which refuses any id that is not 9 letters and digits).
+        call = r.choices[0].message.tool_calls[0]
+        history = ASK + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+            {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 21})}]
+        got = s.post("/apply-template", json={"messages": history, "tools": TOOLS})
+        assert got.status_code == 200, got.text
+        oracle_history = json.loads(json.dumps(history))
+        oracle_history[1]["content"] = ""
+        oracle_history[1]["tool_calls"][0]["function"]["arguments"] = json.loads(call.function.arguments)
+        want = render_like_transformers(source, messages=oracle_history, tools=TOOLS, add_generation_prompt=True,
+                                        documents=None, bos_token="<s>", eos_token="</s>")
+        assert got.json()["prompt"] == want
+        assert f'"id": "{call.id}"' in want and "[TOOL_CALLS]" in want
     finally:
         assert s.terminate() == 0, s.output()
 
