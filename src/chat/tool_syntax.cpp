@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/tool_call_scanner.h"
 #include "chat/tool_syntax_common.h"
 #include "constrain/constraint.h"
 #include "constrain/schema_support.h"
@@ -153,6 +154,33 @@ std::string ToolCallExtractor::feed(std::string_view text) {
       }
   std::string out = pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
+  return out;
+}
+
+std::vector<ToolCallExtractor::Piece> ToolCallExtractor::pieces() {
+  std::vector<Piece> out;
+  if (!in_calls_) return out;
+  const std::vector<ScannedCall> calls = scan_tool_calls(region_);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const ScannedCall& c = calls[k];
+    if (c.name.empty()) break;  // in order: a later call waits for this one's name
+    Piece p;
+    p.index = k;
+    if (k == sent_.size()) {
+      sent_.push_back(0);
+      p.first = true;
+      p.name = c.name;
+    }
+    if (c.args_begin != std::string::npos) {
+      const size_t upto = c.args_end != std::string::npos ? c.args_end : region_.size();
+      const size_t from = std::max(c.args_begin, sent_[k]);
+      if (upto > from) {
+        p.arguments = region_.substr(from, upto - from);
+        sent_[k] = upto;
+      }
+    }
+    if (p.first || !p.arguments.empty()) out.push_back(std::move(p));
+  }
   return out;
 }
 

@@ -83,12 +83,30 @@ class ToolCallExtractor {
   Final finish();
   const ToolSyntax* syntax() const { return syntax_; }
 
+  // Streaming the calls as they are written (call after each feed(), and once more before
+  // finish()): a call's first piece carries its name, the later ones the next bytes of
+  // its arguments object, so the pieces of a call join to its arguments. Only for calls
+  // a grammar keeps well-formed: a piece sent cannot be taken back if the reply then fails
+  // to parse. A call whose arguments are not an object as written (a JSON string) gets
+  // them at the end.
+  struct Piece {
+    size_t index = 0;
+    bool first = false;  // name set; arguments empty or its first bytes
+    std::string name;
+    std::string arguments;
+  };
+  std::vector<Piece> pieces();
+  // Calls that have had a first piece, and whether call k's arguments were streamed.
+  size_t streamed_calls() const { return sent_.size(); }
+  bool arguments_streamed(size_t k) const { return k < sent_.size() && sent_[k] > 0; }
+
  private:
   const ToolSyntax* syntax_;
   std::string pending_;  // content held back: it could be the start of an opener
   std::string region_;   // from the opener on
   bool in_calls_ = false;
   bool seen_text_ = false;  // content other than whitespace was released
+  std::vector<size_t> sent_;  // per call started: region_ bytes of its arguments sent up to (0: none)
 };
 
 }  // namespace pagoda

@@ -35,6 +35,7 @@ std::optional<ApiError> fit_chat_request(const ChatConventions& cv, ApiRequest& 
   spec.kind = ConstraintKind::kStructuralTag;
   spec.text = std::move(tag.value());
   r.constraint = std::move(spec);
+  r.tool_calls_constrained = true;
   r.constraint_field = r.tool_choice == ToolChoice::kAuto || r.tool_choice == ToolChoice::kNone ? "tools" : "tool_choice";
   return std::nullopt;
 }

@@ -223,19 +223,42 @@ void CompletionSession::consume(size_t p, std::vector<StepOutput>& outs, std::st
     json calls_delta;
     if (c.calls) {
       delta = c.calls->feed(delta);
+      auto new_id = [&] {
+        const int len = c.calls->syntax() != nullptr ? c.calls->syntax()->id_length : 0;
+        return len > 0 ? random_alnum(len) : random_id("call_");
+      };
+      // Constrained calls stream as they are written; the others wait for the end, where
+      // a reply that does not parse is still all content.
+      if (events != nullptr && req_.tool_calls_constrained) {
+        for (ToolCallExtractor::Piece& piece : c.calls->pieces()) {
+          if (calls_delta.is_null()) calls_delta = json::array();
+          if (piece.first) {
+            c.call_ids.push_back(new_id());
+            calls_delta.push_back({{"index", piece.index}, {"id", c.call_ids.back()}, {"type", "function"},
+                                   {"function", {{"name", piece.name}, {"arguments", piece.arguments}}}});
+          } else {
+            calls_delta.push_back({{"index", piece.index}, {"function", {{"arguments", piece.arguments}}}});
+          }
+        }
+      }
       if (!finish.empty()) {
         ToolCallExtractor::Final f = c.calls->finish();
         delta += f.content;
         c.tool_calls = std::move(f.calls);
         for (size_t k = 0; k < c.tool_calls.size(); ++k) {
           ToolCall& call = c.tool_calls[k];
-          if (call.id.empty()) {
-            const int len = c.calls->syntax() != nullptr ? c.calls->syntax()->id_length : 0;
-            call.id = len > 0 ? random_alnum(len) : random_id("call_");
+          if (calls_delta.is_null()) calls_delta = json::array();
+          if (k < c.call_ids.size()) {
+            call.id = c.call_ids[k];
+            if (!c.calls->arguments_streamed(k))
+              calls_delta.push_back({{"index", k}, {"function", {{"arguments", call.arguments}}}});
+            continue;
           }
+          if (call.id.empty()) call.id = new_id();
           calls_delta.push_back({{"index", k}, {"id", call.id}, {"type", "function"},
                                  {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
         }
+        if (calls_delta.is_array() && calls_delta.empty()) calls_delta = json();
         if (!c.tool_calls.empty() && finish == "stop") finish = "tool_calls";
       }
     }

@@ -68,6 +68,7 @@ class CompletionSession {
     // Chat replies read back: <think> text split off, tool calls extracted.
     std::unique_ptr<ReasoningSplitter> think;
     std::unique_ptr<ToolCallExtractor> calls;
+    std::vector<std::string> call_ids;  // of the calls streamed so far
     int32_t tokens = 0;
     bool done = false;
     bool role_sent = false;

@@ -42,6 +42,9 @@ struct ApiRequest {
   // How the reply is read back, set by the server from the chat template: the tool-call
   // syntax to extract (null: none), and whether <think> is split off (and already open).
   const ToolSyntax* tool_syntax = nullptr;
+  // The tool calls are grammar-constrained (tool_choice required or named, or auto behind
+  // a textual opener): a streamed call's arguments may then go out as they are written.
+  bool tool_calls_constrained = false;
   bool split_reasoning = false;
   bool reasoning_open = false;
   RequestParams params;           // n, max_tokens, sampling, logprobs, ...

@@ -138,6 +138,76 @@ TEST(ToolSyntax, MistralRequiredCallsAreWrappedInOneArray) {
   EXPECT_EQ(j["format"]["elements"][2]["value"], "]");
 }
 
+// The pieces a reply streams into, fed `piece` bytes at a time: per call its name and its
+// joined arguments, and how many pieces of arguments came before the reply ended.
+struct Streamed {
+  std::vector<std::string> names, arguments;
+  int early_argument_pieces = 0;
+};
+
+Streamed stream_in_pieces(const ToolSyntax& syntax, const std::string& reply, size_t piece) {
+  ToolCallExtractor x(&syntax);
+  Streamed out;
+  auto take = [&](bool early) {
+    for (const ToolCallExtractor::Piece& p : x.pieces()) {
+      if (p.first) {
+        EXPECT_EQ(p.index, out.names.size());
+        out.names.push_back(p.name);
+        out.arguments.emplace_back();
+      }
+      out.arguments.at(p.index) += p.arguments;
+      if (early && !p.arguments.empty()) ++out.early_argument_pieces;
+    }
+  };
+  for (size_t i = 0; i < reply.size(); i += piece) {
+    x.feed(reply.substr(i, piece));
+    take(i + piece < reply.size());
+  }
+  take(false);
+  return out;
+}
+
+TEST(ToolSyntax, CallsStreamTheirArgumentsAsTheyAreWritten) {
+  struct Case {
+    const ToolSyntax* syntax;
+    std::string reply;
+  };
+  const std::vector<Case> cases = {
+      {&hermes(), "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa\\\"ris}\", "
+                  "\"n\": [1, {\"a\": 2}]}}\n</tool_call>\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"},
+      {&llama3(), "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"}{\", \"n\": [1, {\"a\": 2}]}}; "
+                  "{\"name\": \"ping\", \"parameters\": {}}"},
+      {&mistral(), "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"]\", \"n\": [1, {\"a\": 2}]}}, "
+                   "{\"name\": \"ping\", \"arguments\": {}}]"},
+  };
+  for (const Case& c : cases) {
+    const auto final_calls = read_in_pieces(c.syntax, c.reply, 1000).final.calls;
+    ASSERT_EQ(final_calls.size(), 2u) << c.syntax->name;
+    for (size_t piece : {1, 4, 1000}) {
+      const Streamed s = stream_in_pieces(*c.syntax, c.reply, piece);
+      ASSERT_EQ(s.names, std::vector<std::string>({"get_weather", "ping"})) << c.syntax->name << " " << piece;
+      for (size_t k = 0; k < 2; ++k)
+        EXPECT_EQ(nlohmann::json::parse(s.arguments[k]), nlohmann::json::parse(final_calls[k].arguments))
+            << c.syntax->name << " " << piece << " " << s.arguments[k];
+      if (piece == 1) {
+        EXPECT_GT(s.early_argument_pieces, 10) << c.syntax->name;
+      }
+    }
+  }
+}
+
+TEST(ToolSyntax, ArgumentsGivenAsAStringAreNotStreamed) {
+  const std::string reply = "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}\n</tool_call>";
+  ToolCallExtractor x(&hermes());
+  x.feed(reply);
+  const auto pieces = x.pieces();
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_TRUE(pieces[0].first);
+  EXPECT_EQ(pieces[0].arguments, "");
+  EXPECT_FALSE(x.arguments_streamed(0));
+  EXPECT_EQ(x.finish().calls.at(0).arguments, "{\"a\":1}");
+}
+
 TEST(ToolSyntax, WithoutASyntaxEverythingIsContent) {
   Read r = read_in_pieces(nullptr, "<tool_call>{\"name\": \"f\"}</tool_call>", 3);
   EXPECT_EQ(r.streamed, "<tool_call>{\"name\": \"f\"}</tool_call>");

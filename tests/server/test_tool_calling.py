@@ -58,8 +58,9 @@ def check_calls(message, allowed=None, mistral=False):
     return [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls]
 
 
-def streamed(c: openai.OpenAI, **kw):
-    """Joins a streamed reply: (content, reasoning, calls, finish_reason)."""
+def streamed(c: openai.OpenAI, pieces: dict | None = None, **kw):
+    """Joins a streamed reply: (content, reasoning, calls, finish_reason); `pieces` gets
+    the number of chunks that carried each call's arguments."""
     content, reasoning, calls, finish = "", "", {}, None
     for chunk in c.chat.completions.create(stream=True, **kw):
         if not chunk.choices:
@@ -72,6 +73,8 @@ def streamed(c: openai.OpenAI, **kw):
             if t.function.name:
                 entry["name"] += t.function.name
             entry["arguments"] += t.function.arguments or ""
+            if pieces is not None and t.function.arguments:
+                pieces[t.index] = pieces.get(t.index, 0) + 1
         finish = chunk.choices[0].finish_reason or finish
     return content, reasoning, [(v["name"], json.loads(v["arguments"])) for _, v in sorted(calls.items())], finish
 
@@ -114,10 +117,13 @@ def test_named_function_is_the_only_call(qwen3_template_server):
     r = c.chat.completions.create(n=3, **kw)
     for choice in r.choices:
         assert [name for name, _ in check_calls(choice.message, {"get_time"})] == ["get_time"] * len(choice.message.tool_calls)
-    # Streamed: the deltas join to the same calls as the plain reply with the same seed.
+    # Streamed: the deltas join to the same calls as the plain reply with the same seed, and
+    # a constrained call's arguments arrive as they are written, in many chunks.
     plain = c.chat.completions.create(**kw).choices[0]
-    content, _, calls, finish = streamed(c, **kw)
+    pieces = {}
+    content, _, calls, finish = streamed(c, pieces, **kw)
     assert calls == check_calls(plain.message) and finish == "tool_calls" and content == ""
+    assert pieces and min(pieces.values()) > 3, pieces
 
 
 def test_none_never_calls(qwen3_template_server):
