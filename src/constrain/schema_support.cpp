@@ -1,5 +1,7 @@
 #include "constrain/schema_support.h"
 
+#include "constrain/json_string_pattern.h"
+
 #include "constrain/schema_merge.h"
 
 #include <nlohmann/json.hpp>
@@ -115,6 +117,21 @@ Status check(json& s, const std::string& at, const json& root) {
       s.erase("format");
       break;
     }
+  }
+  // The pattern is of the decoded string; xgrammar matches the JSON text (json_string_pattern.h).
+  if (auto pat = s.find("pattern"); pat != s.end() && pat->is_string()) {
+    auto over_text = pattern_over_json_text(pat->get<std::string>());
+    if (!over_text) return error("{} (at {})", over_text.status().message(), where);
+    *pat = *over_text;
+  }
+  if (auto pp = s.find("patternProperties"); pp != s.end() && pp->is_object()) {
+    json renamed = json::object();
+    for (auto& [key, sub] : pp->items()) {
+      auto over_text = pattern_over_json_text(key);
+      if (!over_text) return error("'patternProperties' {} (at {})", over_text.status().message(), where);
+      renamed[*over_text] = std::move(sub);
+    }
+    *pp = std::move(renamed);
   }
   // xgrammar honours multipleOf on integers only: a whole multipleOf makes a number an
   // integer (every multiple is one), a fractional one cannot be generated exactly.
