@@ -19,8 +19,6 @@ namespace {
 // may mention "parameters" (and a Mistral one "ipython"-free [TOOL_CALLS]).
 const ToolSyntax* const kSyntaxes[] = {&kHermesToolSyntax, &kMistralToolSyntax, &kLlama3JsonToolSyntax};
 
-bool space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 }  // namespace
 
 const ToolSyntax* detect_tool_syntax(std::string_view source) {
@@ -121,7 +119,7 @@ std::string ToolCallExtractor::feed(std::string_view text) {
   if (syntax_->opener_at_start) {
     if (seen_text_) return std::exchange(pending_, {});
     size_t i = 0;
-    while (i < pending_.size() && space(pending_[i])) ++i;
+    while (i < pending_.size() && json_space(pending_[i])) ++i;
     if (i == pending_.size()) return {};  // only whitespace so far: a call may still follow
     const std::string_view rest = std::string_view(pending_).substr(i);
     for (const std::string& o : syntax_->openers) {

@@ -9,6 +9,9 @@
 
 namespace pagoda {
 
+// JSON's whitespace (between the calls and around them).
+inline bool json_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
 // {"name": ..., <args_key>: {...}} as a call (arguments also accepted as "arguments"
 // and as a JSON string holding the object); nullopt when it is not one.
 std::optional<ToolCall> tool_call_from_json(std::string_view text, std::string_view args_key);

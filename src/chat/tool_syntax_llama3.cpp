@@ -33,13 +33,11 @@ size_t object_end(std::string_view s, size_t start) {
   return std::string_view::npos;
 }
 
-bool space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 std::optional<std::vector<ToolCall>> parse(std::string_view region) {
   std::vector<ToolCall> calls;
   size_t at = 0;
   while (at < region.size()) {
-    while (at < region.size() && (space(region[at]) || region[at] == ';')) ++at;
+    while (at < region.size() && (json_space(region[at]) || region[at] == ';')) ++at;
     if (at == region.size()) break;
     if (region[at] != '{') return std::nullopt;
     const size_t end = object_end(region, at);

@@ -19,8 +19,6 @@ bool detect(std::string_view source) {
   return source.find(kMarker) != std::string_view::npos && source.find("[ARGS]") == std::string_view::npos;
 }
 
-bool space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 bool valid_id(const std::string& id) {
   if (id.size() != 9) return false;
   for (char c : id)
@@ -30,7 +28,7 @@ bool valid_id(const std::string& id) {
 
 std::optional<std::vector<ToolCall>> parse(std::string_view region) {
   size_t at = 0;
-  while (at < region.size() && space(region[at])) ++at;
+  while (at < region.size() && json_space(region[at])) ++at;
   if (region.substr(at).starts_with(kMarker)) at += kMarker.size();
   using ojson = nlohmann::ordered_json;
   const std::string_view body = region.substr(at);

@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -68,18 +67,6 @@ struct ModelPart {
   std::optional<HardwareProfile> hw;
 };
 
-// The weight format holding most of the file's matrix bytes.
-DType bulk_format(const GgufFile& file) {
-  std::map<DType, size_t> bytes;
-  for (const GgufTensor& t : file.tensors())
-    if (t.shape.size() >= 2) bytes[t.type] += t.nbytes;
-  DType best = DType::F32;
-  size_t most = 0;
-  for (const auto& [type, n] : bytes)
-    if (n > most) best = type, most = n;
-  return best;
-}
-
 Status gather_model(const DoctorArgs& a, ThreadPool& pool, DoctorFacts& facts, ModelPart& mp) {
   auto path = resolve_model_arg(a.model);
   if (!path) return path.status();
@@ -132,7 +119,7 @@ Status gather_model(const DoctorArgs& a, ThreadPool& pool, DoctorFacts& facts, M
     d.weight_bytes_per_step = s.weight_bytes_per_step;
     d.matrix_s = s.decode_matrix_s;
     d.stream_bytes_per_s = mp.hw->stream_bytes_per_s;
-    d.bulk_format = dtype_name(bulk_format(f));
+    d.bulk_format = dtype_name(s.bulk_type);
     d.threads = mp.hw->threads;
     d.cores = usable_cores();
     for (const FormatRate& fr : mp.hw->formats) d.format_rates.emplace_back(dtype_name(fr.type), fr.gemv_bytes_per_s);

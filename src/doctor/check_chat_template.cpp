@@ -66,11 +66,6 @@ Result<Rendered> render(const ChatPrompter& p, bool with_system, bool generation
   return Rendered{r->text, r->tokens};
 }
 
-void add(std::vector<Finding>& out, std::string id, Severity s, std::string what, std::string why, std::string fix,
-         nlohmann::json data = nlohmann::json::object()) {
-  out.push_back({std::move(id), s, std::move(what), std::move(why), std::move(fix), std::move(data)});
-}
-
 // Looks like a chat model: its vocabulary has the turn markers of a chat format.
 bool chat_vocabulary(const Tokenizer& tok) {
   static const char* turn_markers[] = {"<|im_start|>", "<start_of_turn>", "<|start_header_id|>", "<|user|>",
@@ -96,14 +91,14 @@ void check_chat_template(const DoctorFacts& f, std::vector<Finding>& out) {
   if (t.has_prompt && t.add_bos && v.add_bos && v.bos >= 0) {
     const std::string bos = token_text(tok, v.bos);
     if (!bos.empty() && t.prompt.rfind(bos, 0) == 0)
-      add(out, "prompt.double_bos", Severity::kError, fmt::format("the prompt starts with {} and BOS is added too", bos),
+      add_finding(out, "prompt.double_bos", Severity::kError, fmt::format("the prompt starts with {} and BOS is added too", bos),
           "the vocabulary asks for BOS at the start (tokenizer.ggml.add_bos_token), so `pagoda run` adds one and the "
           "prompt's own makes two: models trained with one see a sequence they never saw, and answer worse",
           fmt::format("drop {} from the prompt, or pass --no-bos", bos), {{"bos", bos}});
   }
 
   if (t.prompter == nullptr) {
-    add(out, "template.parse_error", Severity::kError, fmt::format("the chat template ({}) does not parse", t.origin),
+    add_finding(out, "template.parse_error", Severity::kError, fmt::format("the chat template ({}) does not parse", t.origin),
         t.template_error, "--chat-template FILE with the model's template (tokenizer_config.json's chat_template)");
     return;
   }
@@ -119,7 +114,7 @@ void check_chat_template(const DoctorFacts& f, std::vector<Finding>& out) {
     gen = render(p, false, true);
   }
   if (!gen) {
-    add(out, "template.render_error", Severity::kError, "the chat template fails on a plain user message",
+    add_finding(out, "template.render_error", Severity::kError, "the chat template fails on a plain user message",
         gen.status().message(), "--chat-template FILE with a template that renders user and assistant turns");
     return;
   }
@@ -146,7 +141,7 @@ void check_chat_template(const DoctorFacts& f, std::vector<Finding>& out) {
     // most): fine where the family's format is the model's, the fault here is the missing
     // template.
     if (builtin)
-      add(out, "template.missing", Severity::kError,
+      add_finding(out, "template.missing", Severity::kError,
           fmt::format("the GGUF has no chat template, and the {} one pagoda falls back to writes {}, which this "
                       "vocabulary has no token for",
                       t.origin, list),
@@ -155,7 +150,7 @@ void check_chat_template(const DoctorFacts& f, std::vector<Finding>& out) {
           "--chat-template FILE with the model's own template (the chat_template of its tokenizer_config.json)",
           {{"markers", split_json}, {"template", t.origin}});
     else
-      add(out, "template.split_special", Severity::kError,
+      add_finding(out, "template.split_special", Severity::kError,
           fmt::format("the template writes {} that this vocabulary has no token for", list),
           "each becomes several ordinary tokens the model never saw as a turn marker: it cannot tell the roles apart "
           "and its replies do not end where they should",
@@ -165,12 +160,12 @@ void check_chat_template(const DoctorFacts& f, std::vector<Finding>& out) {
 
   const std::vector<int32_t>& ids = gen->tokens;
   if (v.bos >= 0 && ids.size() >= 2 && ids[0] == v.bos && ids[1] == v.bos)
-    add(out, "template.double_bos", Severity::kError, "the rendered chat prompt starts with BOS twice",
+    add_finding(out, "template.double_bos", Severity::kError, "the rendered chat prompt starts with BOS twice",
         "the template writes BOS and its text carries another (bos_token and a literal one): the model sees a "
         "sequence it was never trained on",
         "--chat-template FILE that writes {{ bos_token }} once", {{"bos", token_text(tok, v.bos)}});
   else if (v.add_bos && v.bos >= 0 && (ids.empty() || ids[0] != v.bos))
-    add(out, "template.no_bos", Severity::kWarning,
+    add_finding(out, "template.no_bos", Severity::kWarning,
         fmt::format("the vocabulary asks for {} at the start but the template does not write it",
                     token_text(tok, v.bos)),
         "chat prompts are tokenized as the template renders them (it is the template's job to write BOS, as in "
@@ -191,14 +186,14 @@ void check_chat_template(const DoctorFacts& f, std::vector<Finding>& out) {
           break;
         }
       if (end < 0)
-        add(out, "template.turn_end_missing", Severity::kError,
+        add_finding(out, "template.turn_end_missing", Severity::kError,
             "the template ends an assistant turn with no special token",
             "generation stops at an end-of-generation token; a turn that ends in plain text gives the model nothing "
             "to stop with, so replies run on into made-up turns until max tokens",
             "--chat-template FILE that ends assistant turns with the model's end-of-turn token",
             {{"after_reply", after}});
       else if (!tok.is_eog(end))
-        add(out, "template.turn_end_not_eog", Severity::kError,
+        add_finding(out, "template.turn_end_not_eog", Severity::kError,
             fmt::format("assistant turns end with {}, which does not end generation", token_text(tok, end)),
             "the engine stops at the vocabulary's end-of-generation tokens (eos, eot and end-of-turn markers); the "
             "model will write this one and carry on into a new turn",

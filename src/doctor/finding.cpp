@@ -16,4 +16,9 @@ nlohmann::json finding_json(const Finding& f) {
           {"data", f.data}};
 }
 
+void add_finding(std::vector<Finding>& out, std::string id, Severity s, std::string what, std::string why,
+                 std::string fix, nlohmann::json data) {
+  out.push_back({std::move(id), s, std::move(what), std::move(why), std::move(fix), std::move(data)});
+}
+
 }  // namespace pagoda

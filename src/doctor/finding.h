@@ -30,4 +30,8 @@ struct Finding {
 
 nlohmann::json finding_json(const Finding& f);
 
+// Appends a finding (the checks' one way to report).
+void add_finding(std::vector<Finding>& out, std::string id, Severity s, std::string what, std::string why,
+                 std::string fix, nlohmann::json data = nlohmann::json::object());
+
 }  // namespace pagoda

@@ -154,6 +154,7 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
   p.decode_step_s = matrix_s + B * attention_s(1, r.depth + 0.5 * std::max(1, r.gen));
   p.decode_tok_s = B / p.decode_step_s;
   p.decode_matrix_s = matrix_s;
+  p.bulk_type = bulk_type;
   p.decode_bound_by_memory = matrix_s > 0 ? memory_s / matrix_s : 0;
 
   const int64_t P = std::max(1, r.prompt);

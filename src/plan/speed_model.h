@@ -39,6 +39,7 @@ struct SpeedPlan {
   double decode_tok_s = 0;           // batch / decode_step_s
   double decode_bound_by_memory = 0; // share of the step's matrix time that is bandwidth-bound
   double decode_matrix_s = 0;        // of decode_step_s, the matrices' part (attention is the rest)
+  DType bulk_type = DType::F32;      // the format holding most of the matrix bytes
   double prefill_s = 0;
   double prefill_tok_s = 0;
   double ttft_s = 0;                 // the prefill of `prompt` tokens (the first token samples its last row)
