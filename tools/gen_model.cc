@@ -40,6 +40,14 @@ int main(int argc, char** argv) {
   app.add_flag("--longrope", s.longrope,
                "Write LongRoPE's rope_factors_long/short.weight and attention factor (phi3): the long factors apply "
                "when the context exceeds --rope-orig-ctx");
+  app.add_option("--experts", s.experts,
+                 "Experts per layer (mixture of experts: " + pagoda::moe_arch_names() +
+                     "; llama with experts is Mixtral; default 4 where the architecture requires experts)");
+  app.add_option("--experts-used", s.experts_used, "Experts each token runs (default 2 with the default experts)");
+  app.add_option("--expert-ff", s.expert_ff, "Each expert's FFN width (default --ff)");
+  app.add_option("--shared-expert-ff", s.shared_expert_ff, "The shared expert's FFN width (qwen2moe; default --ff)");
+  app.add_option("--router-skew", s.router_skew,
+                 "Make the router prefer low expert ids by about this many logits (uneven expert load)");
   app.add_option("--seed", s.seed, "Seed of the weights");
   app.add_option("-t,--threads", threads, "Threads");
   CLI11_PARSE(app, argc, argv);

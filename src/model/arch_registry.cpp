@@ -20,11 +20,15 @@ extern const ArchSpec kArchGemma2;
 extern const ArchSpec kArchPhi3;
 extern const ArchSpec kArchStarcoder2;
 extern const ArchSpec kArchOlmo2;
+extern const ArchSpec kArchQwen2Moe;
+extern const ArchSpec kArchQwen3Moe;
+extern const ArchSpec kArchOlmoe;
 
 namespace {
-const std::array<const ArchSpec*, 10> kArchs = {&kArchLlama,   &kArchQwen2,   &kArchGemma3, &kArchQwen3,
-                                                 &kArchGranite, &kArchSmollm3, &kArchGemma2, &kArchPhi3,
-                                                 &kArchStarcoder2, &kArchOlmo2};
+const std::array<const ArchSpec*, 13> kArchs = {&kArchLlama,     &kArchQwen2,    &kArchGemma3,   &kArchQwen3,
+                                                 &kArchGranite,   &kArchSmollm3,  &kArchGemma2,   &kArchPhi3,
+                                                 &kArchStarcoder2, &kArchOlmo2,   &kArchQwen2Moe, &kArchQwen3Moe,
+                                                 &kArchOlmoe};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }
@@ -38,6 +42,13 @@ const ArchSpec* find_arch(std::string_view name) {
 std::string arch_names() {
   std::string out;
   for (const ArchSpec* a : kArchs) out += fmt::format("{}{}", out.empty() ? "" : ", ", a->name);
+  return out;
+}
+
+std::string moe_arch_names() {
+  std::string out;
+  for (const ArchSpec* a : kArchs)
+    if (a->moe.supported) out += fmt::format("{}{}", out.empty() ? "" : ", ", a->name);
   return out;
 }
 

@@ -54,6 +54,26 @@ struct LayerTensorSet {
   bool longrope = false;
 };
 
+// Mixture-of-experts layers as llama.cpp's graphs run them: a router (blk.N.ffn_gate_inp,
+// n_expert x n_embd) whose softmax picks each token's expert_used_count experts, whose
+// SwiGLU FFNs (ffn_{gate,up,down}_exps, 3-D: one matrix per expert) are summed with the
+// selected probabilities as weights. A layer is MoE exactly when the file has
+// {arch}.expert_count > 0.
+struct MoeSpec {
+  bool supported = false;  // the architecture may have experts (llama: Mixtral)
+  bool required = false;   // and always has them (qwen2moe, qwen3moe, olmoe)
+  // The selected experts' probabilities are divided by their sum (Mixtral, Qwen3-MoE) or
+  // used as the softmax gave them (Qwen2-MoE, OLMoE).
+  bool norm_weights = false;
+  // The experts' width is {arch}.expert_feed_forward_length (else feed_forward_length /
+  // expert_used_count, as llama.cpp falls back), not feed_forward_length (Qwen-MoE).
+  bool expert_ff_key = false;
+  // A shared expert every token also runs (ffn_{gate,up,down}_shexp, width
+  // {arch}.expert_shared_feed_forward_length), its output scaled by
+  // sigmoid(ffn_gate_inp_shexp . x) (Qwen2-MoE).
+  bool shared_expert = false;
+};
+
 // A group of matrices that read one input, so AWQ searches one channel scale for all of
 // them and folds its inverse into the tensor producing that input.
 struct AwqGroupSpec {
@@ -73,6 +93,7 @@ const std::vector<AwqGroupSpec>& dense_awq_groups();
 struct ArchSpec {
   const char* name = nullptr;  // general.architecture
   LayerTensorSet tensors = {};
+  MoeSpec moe = {};
   // Fills what differs from the common keys (RoPE layout, activation, sliding-window
   // pattern, embedding scale); c already holds the common keys.
   Status (*configure)(const GgufFile& f, ModelConfig& c) = nullptr;
@@ -109,6 +130,8 @@ const ArchSpec* find_arch(std::string_view name);
 std::span<const ArchSpec* const> all_archs();
 // "llama, qwen2, gemma3": for error messages and --help.
 std::string arch_names();
+// The architectures whose layers may be experts: "llama, qwen2moe, ...".
+std::string moe_arch_names();
 
 // The groups AWQ uses for a model of `arch` with these head counts.
 std::vector<AwqGroupSpec> awq_groups(const ArchSpec& arch, int64_t n_head, int64_t n_head_kv);

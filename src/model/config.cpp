@@ -18,6 +18,7 @@ constexpr int64_t kMaxWidth = int64_t{1} << 20;    // n_embd, n_ff, head_dim
 constexpr int64_t kMaxHeads = int64_t{1} << 14;    // head_count, head_count_kv
 constexpr int64_t kMaxPositions = int64_t{1} << 30;  // context and window lengths
 constexpr int64_t kMaxProjection = int64_t{1} << 24;  // n_head * head_dim, and 3x that fused
+constexpr int64_t kMaxExperts = 4096;  // the largest published MoE routes over 384
 
 // An integer key in [lo, hi]. A value of a non-integer type, or one outside the range
 // (a U64 of 2^40 included, which must not be truncated to 0 or 64), is an error naming
@@ -84,6 +85,39 @@ Status read_rope_scaling(const GgufFile& f, const std::string& a, int32_t n_ctx_
   return Status::ok();
 }
 
+// The experts of an MoE architecture (ArchSpec::moe), as llama.cpp reads them.
+Status read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const MoeSpec& moe = c.arch->moe;
+  auto n = get_dim(f, a + "expert_count", false, 0, kMaxExperts, 0);
+  if (!n) return n.status();
+  if (*n == 0) {
+    if (moe.required) return error("{}: {} needs metadata {}expert_count > 0", f.path(), c.arch_name, a);
+    return Status::ok();
+  }
+  if (!moe.supported)
+    return error("{}: {} has {} experts per layer; Pagoda runs experts in {}", f.path(), c.arch_name, *n, moe_arch_names());
+  c.n_expert = *n;
+  auto used = get_dim(f, a + "expert_used_count", true, 0, c.n_expert);
+  if (!used) return used.status();
+  c.n_expert_used = *used;
+  c.expert_norm_weights = moe.norm_weights;
+  c.n_ff_exp = c.n_ff;
+  if (moe.expert_ff_key) {
+    auto ff = get_dim(f, a + "expert_feed_forward_length", false, c.n_ff / c.n_expert_used, kMaxWidth);
+    if (!ff) return ff.status();
+    c.n_ff_exp = *ff;
+    if (c.n_ff_exp <= 0)
+      return error("{}: no {}expert_feed_forward_length and feed_forward_length {} / {} experts is 0", f.path(), a,
+                   c.n_ff, c.n_expert_used);
+  }
+  if (moe.shared_expert) {
+    auto ff = get_dim(f, a + "expert_shared_feed_forward_length", false, c.n_ff, kMaxWidth);
+    if (!ff) return ff.status();
+    c.n_ff_shexp = *ff;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> read_config(const GgufFile& f) {
@@ -147,6 +181,7 @@ Result<ModelConfig> read_config(const GgufFile& f) {
   auto sw = get_dim(f, a + "attention.sliding_window", false, 0, kMaxPositions, 0);
   if (!sw) return sw.status();
   c.sliding_window = *sw;
+  PAGODA_TRY(read_experts(f, a, c));
   return c;
 }
 

@@ -50,6 +50,15 @@ struct ModelConfig {
   int32_t sliding_window = 0;
   std::vector<bool> layer_is_local;  // per layer: sliding-window attention
   std::vector<bool> layer_skips_rope;  // per layer: no RoPE at all (SmolLM3's NoPE layers)
+  // Mixture of experts (ArchSpec::moe): every layer's FFN is n_expert experts of width
+  // n_ff_exp of which each token runs n_expert_used; 0 experts: a dense FFN of n_ff.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
+  int32_t n_ff_shexp = 0;            // the shared expert's width (0: none)
+  bool expert_norm_weights = false;  // the selected probabilities are divided by their sum
+
+  bool is_moe() const { return n_expert > 0; }
 
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }

@@ -5,6 +5,7 @@
 // bound weights. Explicit code over the kernels, no graph.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "kernels/matmul/matmul.h"
 #include "kernels/elementwise/rope.h"
 #include "model/arch_spec.h"
+#include "model/for_each_token.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -22,25 +24,6 @@ namespace {
 
 // Prompts are processed in chunks of this many tokens so scratch memory stays bounded.
 constexpr int64_t kMaxChunk = 512;
-
-// A parallel region costs a microsecond or two; below this many floats per pass (a decode
-// of a few sequences) the token-wise work runs on the calling thread instead.
-constexpr int64_t kMinParallelFloats = 8192;
-
-// fn(t) for every token t < n. The token-wise passes between the matrix multiplications
-// (norms, residual adds, RoPE, KV stores, activations) are independent per token, so they
-// split across the pool like the multiplications do; run serially they left the other
-// threads spinning for ~10% of a batched step. `width`: floats a token's pass touches.
-template <class F>
-void for_each_token(ThreadPool& pool, int64_t n, int64_t width, const F& fn) {
-  if (n < 2 || n * width < kMinParallelFloats) {
-    for (int64_t t = 0; t < n; ++t) fn(t);
-    return;
-  }
-  pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) fn(t);
-  });
-}
 
 // A pre-norm or the output norm of one row (n values): the config's kind, with the bias
 // LayerNorm has.
@@ -51,22 +34,36 @@ void norm_row(const ModelConfig& c, const float* x, const float* w, const float*
 
 }  // namespace
 
-// Floats per token of each scratch buffer, in ensure_scratch's order.
-static std::array<int64_t, 9> scratch_widths(const ModelConfig& c) {
-  return {c.n_embd, c.n_embd, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.n_embd, c.n_ff, c.n_ff};
+// Floats per token of each scratch buffer, in ensure_scratch's order. An MoE layer's
+// gate/up buffers hold its shared expert's (none: nothing), and the routed experts take
+// n_expert_used gathered rows per token (input, gate, up, down output) beside the router's
+// logits.
+static std::array<int64_t, 14> scratch_widths(const ModelConfig& c) {
+  const int64_t ff = c.is_moe() ? c.n_ff_shexp : c.n_ff;
+  const int64_t k = c.n_expert_used;
+  return {c.n_embd, c.n_embd, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.n_embd, ff, ff,
+          c.n_expert, k * c.n_embd, k * c.n_ff_exp, k * c.n_ff_exp, k * c.n_embd};
 }
 
 size_t Model::scratch_bytes(const ModelConfig& c, int64_t tokens) {
   int64_t floats = 0;
   for (int64_t w : scratch_widths(c)) floats += w;
+  // The routing's ids, weights and row indices, 4 bytes each.
+  floats += 3 * static_cast<int64_t>(c.n_expert_used);
   return static_cast<size_t>(floats * std::min(tokens, kMaxChunk)) * sizeof(float);
 }
 
 void Model::ensure_scratch(int64_t n) {
   if (n <= scratch_tokens_) return;
-  const std::array<std::vector<float>*, 9> buffers = {&x_, &xn_, &q_, &k_, &v_, &att_, &proj_, &gate_, &up_};
-  const std::array<int64_t, 9> widths = scratch_widths(config_);
+  const std::array<std::vector<float>*, 14> buffers = {&x_,         &xn_,  &q_,   &k_,   &v_,    &att_, &proj_,
+                                                       &gate_,      &up_,  &router_logits_, &moe_x_, &moe_gate_,
+                                                       &moe_up_,    &moe_down_};
+  const std::array<int64_t, 14> widths = scratch_widths(config_);
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i]->resize(n * widths[i]);
+  const size_t routed = static_cast<size_t>(n) * static_cast<size_t>(config_.n_expert_used);
+  moe_ids_.resize(routed);
+  moe_weights_.resize(routed);
+  moe_rows_.resize(routed);
   scratch_tokens_ = n;
 }
 
@@ -111,8 +108,21 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
   }
   if (total != static_cast<int64_t>(batch.tokens.size()))
     return error("forward: the sequences hold {} tokens but the batch has {}", total, batch.tokens.size());
-  run_batch(batch.tokens.data(), batch.seqs, kv, logits, false);
+  run_timed(batch.tokens.data(), batch.seqs, kv, logits, false);
   return Status::ok();
+}
+
+// One step: the expert statistics count it (and its time) when the model has experts.
+void Model::run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
+                      bool all_logits) {
+  if (!config_.is_moe()) {
+    run_batch(tokens, seqs, kv, logits, all_logits);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  moe_stats_.begin_step();
+  run_batch(tokens, seqs, kv, logits, all_logits);
+  moe_stats_.add_forward_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 void Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
@@ -163,7 +173,7 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
   s.pos0 = pos0;
   s.tables = kv.tables();
   s.logits = logits != nullptr;
-  run_batch(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
+  run_timed(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
   return Status::ok();
 }
 
@@ -173,7 +183,8 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
   embed(tokens, n);
   for (int32_t l = 0; l < config_.n_layer; ++l) {
     attention_block(l, n, seqs.size(), kv);
-    ffn_block(l, n);
+    if (config_.is_moe()) moe_block(l, n);
+    else ffn_block(l, n);
   }
   if (logits != nullptr) output_logits(seqs, logits, all_logits);
 }

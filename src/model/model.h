@@ -15,11 +15,13 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kernels/matmul/matmul.h"
 #include "kv/kv_storage.h"
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/linear_input.h"
+#include "model/moe_stats.h"
 #include "model/weight_packing.h"
 #include "model/weights.h"
 
@@ -56,6 +58,9 @@ class Model {
   // Calibration for quantization (AWQ, GPTQ) records the activations the layers see; an
   // unset observer costs one branch per group of matrices.
   void set_activation_observer(ActivationObserver observer) { observer_ = std::move(observer); }
+  // Expert statistics of an MoE model since load or the last reset (empty otherwise).
+  const MoeStats& moe_stats() const { return moe_stats_; }
+  void reset_moe_stats() { moe_stats_.reset(config_.n_layer, config_.n_expert, config_.n_expert_used); }
 
   // One step. logits: n_vocab floats for each sequence whose BatchSeq::logits is set, in
   // batch order (Batch::n_logits() rows). Fails, changing nothing, on token ids outside
@@ -75,6 +80,7 @@ class Model {
   // `tokens`. Writes logits rows from `logits` on: one per sequence asking for them, or
   // with all_logits one per token.
   void run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits);
+  void run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits);
   void forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
                      bool all_logits);
   // The blocks of forward_chunk (decoder.cpp), in order. plan_chunk returns the tokens.
@@ -82,6 +88,7 @@ class Model {
   void embed(const int32_t* tokens, int64_t n);
   void attention_block(int32_t layer, int64_t n, size_t n_seqs, KvStorage& kv);
   void ffn_block(int32_t layer, int64_t n);
+  void moe_block(int32_t layer, int64_t n);  // moe_block.cpp
   void residual_add(const float* bias, const float* post_norm, const float* next_norm, const float* next_norm_b,
                     int64_t n);
   void output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);
@@ -101,6 +108,14 @@ class Model {
   // Scratch for a chunk of up to scratch_tokens_ tokens.
   int64_t scratch_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  // An MoE layer's: router logits, then per (token, selected expert) row, grouped by
+  // expert, its input, gate, up and down output; the selections and each one's row.
+  std::vector<float> router_logits_, moe_x_, moe_gate_, moe_up_, moe_down_;
+  std::vector<int32_t> moe_ids_, moe_rows_;
+  std::vector<float> moe_weights_;
+  std::vector<int32_t> moe_offsets_, moe_jobs_rows_;
+  std::vector<MatmulJob> moe_jobs_;
+  MoeStats moe_stats_;
   std::vector<int32_t> pos_;
   std::vector<const std::vector<BlockId>*> tables_;  // each token's block tables, per layer group
   std::vector<AttnSeq> attn_seqs_;

@@ -1,6 +1,8 @@
 // Loading: config, architecture hooks, weight binding.
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "base/log.h"
 #include "gguf/gguf_file.h"
 #include "model/arch_spec.h"
@@ -10,6 +12,33 @@
 namespace pagoda {
 
 namespace {
+
+// An MoE layer's router, experts and shared expert (ModelConfig::is_moe).
+Status bind_experts(WeightBinder& b, const ModelConfig& c, const std::string& p, LayerWeights& L) {
+  auto router = b.matrix(p + "ffn_gate_inp.weight", c.n_expert, c.n_embd, true);
+  if (!router) return router.status();
+  L.router = *router;
+  for (auto [dst, name, rows, cols] :
+       {std::tuple{&L.gate_exps, "ffn_gate_exps", c.n_ff_exp, c.n_embd}, std::tuple{&L.up_exps, "ffn_up_exps", c.n_ff_exp, c.n_embd},
+        std::tuple{&L.down_exps, "ffn_down_exps", c.n_embd, c.n_ff_exp}}) {
+    auto e = b.experts(p + name + ".weight", c.n_expert, rows, cols);
+    if (!e) return e.status();
+    *dst = std::move(e.value());
+  }
+  if (c.n_ff_shexp > 0) {
+    for (auto [dst, name, rows, cols] : {std::tuple{&L.gate_shexp, "ffn_gate_shexp", c.n_ff_shexp, c.n_embd},
+                                         std::tuple{&L.up_shexp, "ffn_up_shexp", c.n_ff_shexp, c.n_embd},
+                                         std::tuple{&L.down_shexp, "ffn_down_shexp", c.n_embd, c.n_ff_shexp}}) {
+      auto m = b.matrix(p + name + ".weight", rows, cols, true);
+      if (!m) return m.status();
+      *dst = *m;
+    }
+    auto g = b.vector(p + "ffn_gate_inp_shexp.weight", c.n_embd, true);
+    if (!g) return g.status();
+    L.shexp_gate = *g;
+  }
+  return Status::ok();
+}
 
 Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   WeightBinder b(f, w);
@@ -82,6 +111,10 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
       PAGODA_BIND(L.post_attn_norm, b.vector(p + "post_attention_norm.weight", c.n_embd, true));
       PAGODA_BIND(L.post_ffw_norm, b.vector(p + "post_ffw_norm.weight", c.n_embd, true));
     }
+    if (c.is_moe()) {
+      PAGODA_TRY(bind_experts(b, c, p, L));
+      continue;
+    }
     if (set.fused_gate_up) {
       WeightView gate_up;
       PAGODA_BIND(gate_up, b.matrix(p + "ffn_up.weight", 2 * static_cast<int64_t>(c.n_ff), c.n_embd, true));
@@ -128,6 +161,7 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
   m->config_.rope.freq_factors = m->weights_.rope_freqs;
+  m->reset_moe_stats();
   // llama.cpp's context is the trained one unless asked otherwise; the engine re-chooses
   // for its own (Engine::create).
   m->set_context_length(m->config_.n_ctx_train);

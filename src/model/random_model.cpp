@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -103,6 +104,12 @@ void write_metadata(const RandomModelSpec& s, const ArchSpec& arch, const std::s
     w.set_f32(p + "rope.scaling.attn_factor",
               scale > 1.0 ? static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(s.rope_orig_ctx))) : 1.0f);
   }
+  if (s.experts > 0) {
+    w.set_u32(p + "expert_count", s.experts);
+    w.set_u32(p + "expert_used_count", s.experts_used);
+    if (arch.moe.expert_ff_key) w.set_u32(p + "expert_feed_forward_length", s.expert_ff);
+    if (arch.moe.shared_expert) w.set_u32(p + "expert_shared_feed_forward_length", s.shared_expert_ff);
+  }
   if (arch.write_random_metadata != nullptr) arch.write_random_metadata(s, w);
   std::vector<int32_t> types;
   std::vector<float> scores;
@@ -151,9 +158,26 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
     return error("random model: a sliding-window pattern applies to olmo2 (OLMo 3's layers) only, and must be positive");
   if (s.swa_pattern > 0 && s.sliding_window <= 0) return error("random model: the sliding window must be positive");
   if (s.heads % s.kv_heads != 0) return error("random model: heads must be a multiple of kv_heads");
+  if (s.experts == 0 && arch->moe.required) {
+    s.experts = 4;
+    if (s.experts_used == 0) s.experts_used = 2;
+  }
+  if (s.experts < 0 || (s.experts > 0 && !arch->moe.supported))
+    return error("random model: {} has no experts (architectures with them: {})", s.arch, moe_arch_names());
+  if (s.experts > 0 && (s.experts_used <= 0 || s.experts_used > s.experts))
+    return error("random model: experts per token must be in 1..{} (the experts)", s.experts);
+  if (s.experts == 0 && (s.experts_used != 0 || s.expert_ff != 0 || s.shared_expert_ff != 0 || s.router_skew != 0.0f))
+    return error("random model: expert options need --experts");
+  if (s.experts > 0 && s.arch == "olmoe" && s.kv_heads != s.heads)
+    return error("random model: olmoe's K norm spans n_embd, so llama.cpp loads it only with kv_heads == heads");
+  if (s.experts > 0 && w8a8) return error("random model: W8A8 has no expert tensors; write experts as Q8_0");
+  if (s.expert_ff == 0) s.expert_ff = s.ff;
+  if (s.shared_expert_ff == 0 && arch->moe.shared_expert && s.experts > 0) s.shared_expert_ff = s.ff;
+  if (s.expert_ff < 0 || s.shared_expert_ff < 0) return error("random model: expert widths must be positive");
   const int64_t bs = dtype_info(s.type).block_size;
   const int q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
-  for (int64_t cols : {static_cast<int64_t>(s.dim), static_cast<int64_t>(s.ff), static_cast<int64_t>(q_dim)})
+  for (int64_t cols : {static_cast<int64_t>(s.dim), static_cast<int64_t>(s.experts > 0 ? s.expert_ff : s.ff),
+                       static_cast<int64_t>(s.shared_expert_ff > 0 ? s.shared_expert_ff : s.dim), static_cast<int64_t>(q_dim)})
     if (cols % bs != 0)
       return error("random model: row width {} is not a multiple of {}'s block size {}", cols, dtype_name(s.type), bs);
   GgufWriter w;
@@ -161,11 +185,17 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
 
   uint64_t tensor_seed = s.seed * 1000003ull;
   // A matrix [rows x cols] in the chosen format, N(0, scale / sqrt(cols)).
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
+  // experts > 0: a 3-D tensor of that many [rows x cols] matrices. row_mean(r): the mean of
+  // row r's values (0 unless a router leans toward some experts); type: F32 for a router,
+  // which llama-quantize never quantizes.
+  auto tensor = [&](const std::string& name, int64_t rows, int64_t cols, float scale, int64_t experts,
+                    std::function<float(int64_t)> row_mean, DType t) {
     const uint64_t seed = ++tensor_seed;
-    const DType t = s.type;
+    const std::vector<int64_t> shape =
+        experts > 0 ? std::vector<int64_t>{cols, rows, experts} : std::vector<int64_t>{cols, rows};
+    if (experts > 0) rows *= experts;
     const float stddev = scale / std::sqrt(static_cast<float>(cols));
-    if (w8a8) {
+    if (t == DType::I8) {
       // The quants and their row scales, each tensor filled by regenerating the rows (the
       // writer asks for one tensor at a time); the values equal those of any other format.
       auto rows_w8a8 = [=](int8_t* q, float* scales) {
@@ -186,16 +216,20 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
                    [=](uint8_t* dst) { rows_w8a8(nullptr, reinterpret_cast<float*>(dst)); });
       return;
     }
-    w.add_tensor(name, {cols, rows}, t, [=](uint8_t* dst) {
+    w.add_tensor(name, shape, t, [=](uint8_t* dst) {
       const size_t rb = row_bytes(t, cols);
       ThreadPool::global().parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
         std::vector<float> row(cols);
         for (int64_t r = r0; r < r1; ++r) {
-          fill_normal(seed * 0x100000001b3ull + static_cast<uint64_t>(r), row.data(), cols, stddev, 0.0f);
+          fill_normal(seed * 0x100000001b3ull + static_cast<uint64_t>(r), row.data(), cols, stddev,
+                      row_mean ? row_mean(r) : 0.0f);
           quantize_row(t, row.data(), dst + static_cast<size_t>(r) * rb, cols);
         }
       });
     });
+  };
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float scale) {
+    tensor(name, rows, cols, scale, 0, nullptr, s.type);
   };
   // Norm weights near 1, biases near 0: F32 vectors as converters write them.
   auto vec = [&](const std::string& name, int64_t n, float mean, float stddev) {
@@ -204,7 +238,10 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
       fill_normal(seed, reinterpret_cast<float*>(dst), n, stddev, mean);
     });
   };
-  matrix("token_embd.weight", s.vocab, s.dim, std::sqrt(static_cast<float>(s.dim)));
+  // A skewed router leans toward a common offset of the embeddings.
+  const float embd_mean = s.router_skew > 0.0f ? 0.5f : 0.0f;
+  tensor("token_embd.weight", s.vocab, s.dim, std::sqrt(static_cast<float>(s.dim)), 0,
+         embd_mean != 0.0f ? std::function<float(int64_t)>([=](int64_t) { return embd_mean; }) : nullptr, s.type);
   const LayerTensorSet& set = arch->tensors;
   vec("output_norm.weight", s.dim, 1.0f, 0.1f);
   if (set.norm_bias) vec("output_norm.bias", s.dim, 0.0f, 0.1f);
@@ -261,6 +298,27 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
     if (!set.no_pre_norms) {
       vec(b + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
       if (set.norm_bias) vec(b + "ffn_norm.bias", s.dim, 0.0f, 0.1f);
+    }
+    if (s.experts > 0) {
+      const int64_t X = s.experts;
+      // Expert e's router row leans toward the embeddings' offset by skew * (1 - e / (X - 1)) logits.
+      const float skew = s.router_skew, dim = static_cast<float>(s.dim);
+      tensor(b + "ffn_gate_inp.weight", X, s.dim, 1.0f, 0,
+             skew > 0.0f ? std::function<float(int64_t)>([=](int64_t e) {
+               return skew * 2.2f * (1.0f - static_cast<float>(e) / static_cast<float>(std::max<int64_t>(1, X - 1))) / dim;
+             })
+                         : nullptr,
+             DType::F32);
+      tensor(b + "ffn_gate_exps.weight", s.expert_ff, s.dim, 1.0f, X, nullptr, s.type);
+      tensor(b + "ffn_up_exps.weight", s.expert_ff, s.dim, 1.0f, X, nullptr, s.type);
+      tensor(b + "ffn_down_exps.weight", s.dim, s.expert_ff, 1.0f, X, nullptr, s.type);
+      if (s.shared_expert_ff > 0) {
+        vec(b + "ffn_gate_inp_shexp.weight", s.dim, 0.0f, 1.0f / std::sqrt(static_cast<float>(s.dim)));
+        matrix(b + "ffn_gate_shexp.weight", s.shared_expert_ff, s.dim, 1.0f);
+        matrix(b + "ffn_up_shexp.weight", s.shared_expert_ff, s.dim, 1.0f);
+        matrix(b + "ffn_down_shexp.weight", s.dim, s.shared_expert_ff, 1.0f);
+      }
+      continue;
     }
     if (set.fused_gate_up) {
       matrix(b + "ffn_up.weight", 2 * static_cast<int64_t>(s.ff), s.dim, 1.0f);  // gate rows, then up rows

@@ -39,6 +39,16 @@ struct RandomModelSpec {
   // rope.scaling.original_context_length = rope_orig_ctx and Phi-3's attention factor
   // sqrt(1 + ln(ctx / orig) / ln(orig)).
   bool longrope = false;
+  // Mixture of experts (architectures whose ArchSpec::moe allows it): experts per layer
+  // and per token (0 experts: a dense FFN; an architecture that requires experts gets 4,
+  // 2 per token), each expert's FFN width (0: ff) and the shared expert's (qwen2moe; 0: ff).
+  int32_t experts = 0;
+  int32_t experts_used = 0;
+  int32_t expert_ff = 0;
+  int32_t shared_expert_ff = 0;
+  // > 0: the router prefers low expert ids, by up to about this much logit (the token
+  // embeddings get a common offset the router rows lean toward), so expert load is uneven.
+  float router_skew = 0.0f;
   uint64_t seed = 42;
 };
 

@@ -16,19 +16,18 @@ namespace pagoda {
 
 namespace {
 
-const GgufTensor* tensor_at(const GgufFile& f, const uint8_t* data) {
-  for (const GgufTensor& t : f.tensors())
-    if (t.data == data) return &t;
-  return nullptr;
-}
-
 // The matrices that may be packed, as views of w (const or not).
 template <class Weights>
 auto matrix_views(Weights& w) {
   using View = std::conditional_t<std::is_const_v<Weights>, const WeightView, WeightView>;
   std::vector<View*> views;
-  for (auto& L : w.layers)
-    for (View* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) views.push_back(v);
+  for (auto& L : w.layers) {
+    for (View* v : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down, &L.router, &L.gate_shexp, &L.up_shexp,
+                    &L.down_shexp})
+      views.push_back(v);
+    for (auto* experts : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      for (View& v : *experts) views.push_back(&v);
+  }
   views.push_back(&w.output);
   return views;
 }
@@ -39,9 +38,16 @@ bool packs(const WeightView& v) { return !v.empty() && v.packed == nullptr && pa
 // is read only through its panels (a tied embedding table's rows are still looked up, a
 // few per step, and Model::embed faults them back and lets them go again), but not one
 // that is a part of a fused tensor, whose other parts are packed later.
-const GgufTensor* droppable(const GgufFile& f, const WeightView& v) {
-  const GgufTensor* t = tensor_at(f, v.data);
-  return t != nullptr && t->nbytes == v.row_stride * v.rows ? t : nullptr;
+// An expert's matrix is a slice of a 3-D tensor whose other slices are other experts',
+// each packed on its own: its own bytes may go.
+size_t droppable(const GgufFile& f, const WeightView& v) {
+  const size_t bytes = v.row_stride * static_cast<size_t>(v.rows);
+  for (const GgufTensor& t : f.tensors()) {
+    if (v.data < t.data || v.data >= t.data + t.nbytes) continue;
+    if (t.data == v.data && t.nbytes == bytes) return bytes;
+    return t.shape.size() == 3 && v.data + bytes <= t.data + t.nbytes ? bytes : 0;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -52,7 +58,7 @@ PackingReport plan_packing(const GgufFile& f, const ModelWeights& w) {
     if (!packs(*v)) continue;
     ++report.matrices;
     report.bytes += packed_bytes(v->type, v->rows, v->cols);
-    if (const GgufTensor* t = droppable(f, *v)) report.dropped_file_bytes += t->nbytes;
+    report.dropped_file_bytes += droppable(f, *v);
   }
   return report;
 }
@@ -74,7 +80,7 @@ PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool&
     // In pieces of about 16 MiB of rows, each one's file pages let go once it is packed:
     // the load's peak stays the panels so far plus one piece, not plus the whole matrix
     // (an output head is 100-500 MiB).
-    const GgufTensor* file_tensor = droppable(f, *v);
+    const size_t drop_bytes = droppable(f, *v);
     const int64_t panel_bytes = static_cast<int64_t>(v->row_stride) * kPanelRows;
     const int64_t step = std::max<int64_t>(1, (int64_t{16} << 20) / panel_bytes);
     for (int64_t p0 = 0; p0 < panels; p0 += step) {
@@ -82,12 +88,12 @@ PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool&
       pool.parallel_for(p1 - p0, 1, [&](int64_t a, int64_t b, int) {
         pack_panels(v->type, v->data, v->row_stride, v->rows, v->cols, p0 + a, p0 + b, out);
       });
-      if (file_tensor != nullptr) {
+      if (drop_bytes > 0) {
         const int64_t r0 = p0 * kPanelRows, r1 = std::min(v->rows, p1 * kPanelRows);
         MappedFile::drop_range(v->data + r0 * v->row_stride, static_cast<size_t>((r1 - r0)) * v->row_stride);
       }
     }
-    if (file_tensor != nullptr) report.dropped_file_bytes += file_tensor->nbytes;
+    report.dropped_file_bytes += drop_bytes;
     v->packed = out;
     w.packed.push_back(std::move(buf));
     ++report.matrices;

@@ -39,6 +39,32 @@ Result<WeightView> WeightBinder::matrix(const std::string& name, int64_t rows, i
   return w;
 }
 
+Result<std::vector<WeightView>> WeightBinder::experts(const std::string& name, int64_t n_expert, int64_t rows,
+                                                      int64_t cols) {
+  const GgufTensor* t = file_.find_tensor(name);
+  if (t == nullptr) return error("{}: missing tensor {}", file_.path(), name);
+  if (t->shape.size() != 3 || t->shape[0] != cols || t->shape[1] != rows || t->shape[2] != n_expert)
+    return error("{}: tensor {} has shape {}, expected [{}, {}, {}] ({} experts of {} x {})", file_.path(), name,
+                 fmt::join(t->shape, "x"), cols, rows, n_expert, n_expert, rows, cols);
+  if (t->type == DType::I8)
+    return error("{}: tensor {} is I8; W8A8 expert tensors are not supported (quantize experts to Q8_0 instead)",
+                 file_.path(), name);
+  if (!can_dequantize(t->type))
+    return error("{}: tensor {} has type {}, which Pagoda cannot compute with", file_.path(), name,
+                 dtype_name(t->type));
+  std::vector<WeightView> out(static_cast<size_t>(n_expert));
+  const size_t stride = row_bytes(t->type, cols);
+  for (int64_t e = 0; e < n_expert; ++e) {
+    WeightView& w = out[static_cast<size_t>(e)];
+    w.type = t->type;
+    w.rows = rows;
+    w.cols = cols;
+    w.row_stride = stride;
+    w.data = t->data + static_cast<size_t>(e) * static_cast<size_t>(rows) * stride;
+  }
+  return out;
+}
+
 // An I8 matrix is W8A8 (src/quant/w8a8.h): its per-row scales sit in a companion tensor.
 Result<WeightView> WeightBinder::w8a8_matrix(const GgufTensor& t, int64_t rows, int64_t cols) {
   const std::string scale_name = t.name + std::string(kW8A8ScaleSuffix);

@@ -35,6 +35,14 @@ struct LayerWeights {
   const float* b_up = nullptr;
   const float* b_down = nullptr;
   const float* post_ffw_norm = nullptr;
+  // A mixture-of-experts FFN (ModelConfig::is_moe) in place of gate/up/down: the router
+  // (ffn_gate_inp, n_expert rows), each expert's matrices (views into the 3-D
+  // ffn_{gate,up,down}_exps tensors, one per expert) and the shared expert with its
+  // sigmoid gate vector (Qwen2-MoE; empty / null otherwise).
+  WeightView router;
+  std::vector<WeightView> gate_exps, up_exps, down_exps;
+  WeightView gate_shexp, up_shexp, down_shexp;
+  const float* shexp_gate = nullptr;
 };
 
 struct ModelWeights {
@@ -62,6 +70,9 @@ class WeightBinder {
   // A [rows x cols] matrix (GGUF shape {cols, rows}); an I8 one is W8A8 and needs its
   // F32 row scales under name + kW8A8ScaleSuffix (src/quant/w8a8.h).
   Result<WeightView> matrix(const std::string& name, int64_t rows, int64_t cols, bool required);
+  // The n_expert matrices of a 3-D expert tensor (GGUF shape {cols, rows, n_expert}), each
+  // [rows x cols], as views into it.
+  Result<std::vector<WeightView>> experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols);
   // A vector of n values as float.
   Result<const float*> vector(const std::string& name, int64_t n, bool required);
   bool has(const std::string& name) const;

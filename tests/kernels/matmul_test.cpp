@@ -110,6 +110,43 @@ TEST_P(MatmulTest, SharedInputGroupEqualsSeparateCallsBitForBit) {
   }
 }
 
+// The experts of a mixture-of-experts step through matmul_jobs: each job must give exactly
+// what matmul gives it alone, with one token (decode), several (a batch's tokens routed to
+// one expert, past a token tile), jobs sharing an input and row counts off the grain.
+TEST_P(MatmulTest, JobsEqualSeparateCallsBitForBit) {
+  const DType t = GetParam();
+  const int64_t cols = 512;
+  const int64_t rows[] = {40, 17, 33, 64};
+  const int64_t tokens[] = {1, 1, 3, 70};
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t rb = row_bytes(t, cols);
+  std::vector<std::vector<uint8_t>> wq(4);
+  std::vector<WeightView> w(4);
+  std::vector<std::vector<float>> x(4), sep(4), grouped(4);
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> wf(static_cast<size_t>(rows[i] * cols));
+    for (float& v : wf) v = nd(rng);
+    wq[i].resize(rb * static_cast<size_t>(rows[i]));
+    for (int64_t r = 0; r < rows[i]; ++r) quantize_row(t, &wf[r * cols], wq[i].data() + r * rb, cols);
+    w[i] = WeightView{t, rows[i], cols, rb, wq[i].data()};
+    x[i].resize(static_cast<size_t>(tokens[i] * cols));
+    for (float& v : x[i]) v = nd(rng);
+  }
+  ThreadPool pool(3);
+  std::vector<MatmulJob> jobs;
+  for (int i = 0; i < 4; ++i) {
+    // Job 1 reads job 0's input, as an expert's up reads its gate's.
+    const float* xi = i == 1 ? x[0].data() : x[i].data();
+    sep[i].assign(static_cast<size_t>(tokens[i] * rows[i]), 0.0f);
+    grouped[i].assign(static_cast<size_t>(tokens[i] * rows[i]), -1.0f);
+    matmul(w[i], xi, tokens[i], sep[i].data(), pool);
+    jobs.push_back(MatmulJob{&w[i], xi, tokens[i], grouped[i].data()});
+  }
+  matmul_jobs(jobs, pool);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(sep[i], grouped[i]) << "job " << i << ", " << tokens[i] << " tokens";
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, MatmulTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
                                            DType::Q5_0, DType::Q4_K, DType::Q6_K),

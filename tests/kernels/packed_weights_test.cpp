@@ -172,6 +172,40 @@ TEST_P(PackedTest, FusedDecodeGroupEqualsSeparateCallsBitForBit) {
   expect_fused_equals_separate({&wq, &wk, &wv}, random_row(rng, cols), pool, std::string(dtype_name(t)));
 }
 
+// Experts in panels through matmul_jobs (rows not a whole number of panels included): each
+// equals its own matmul bit for bit, decode and batched.
+TEST_P(PackedTest, ExpertJobsThroughPanelsEqualSeparateCallsBitForBit) {
+  const DType t = GetParam();
+  ThreadPool pool(2);
+  std::mt19937 rng(8);
+  const int64_t cols = 4 * dtype_info(t).block_size;
+  std::vector<Matrix> ms;
+  for (int64_t rows : {48, 37, 16}) ms.push_back(make_matrix(t, rows, cols, rng));
+  std::vector<WeightView> ws;
+  for (Matrix& m : ms) {
+    WeightView w{t, m.rows, m.cols, m.stride, m.w.data(), nullptr, nullptr};
+    w.packed = m.packed.data();
+    ws.push_back(w);
+  }
+  for (int64_t tokens : {1, 9}) {
+    std::vector<std::vector<float>> x, sep, grouped;
+    std::vector<MatmulJob> jobs;
+    for (const WeightView& w : ws) {
+      x.push_back(random_row(rng, tokens * cols));
+      sep.emplace_back(static_cast<size_t>(tokens * w.rows));
+      grouped.emplace_back(static_cast<size_t>(tokens * w.rows), -1.0f);
+    }
+    for (size_t i = 0; i < ws.size(); ++i) {
+      matmul(ws[i], x[i].data(), tokens, sep[i].data(), pool);
+      jobs.push_back(MatmulJob{&ws[i], x[i].data(), tokens, grouped[i].data()});
+    }
+    matmul_jobs(jobs, pool);
+    for (size_t i = 0; i < ws.size(); ++i)
+      EXPECT_EQ(std::memcmp(sep[i].data(), grouped[i].data(), sizeof(float) * sep[i].size()), 0)
+          << dtype_name(t) << " job " << i << ", " << tokens << " tokens";
+  }
+}
+
 // Qwen2's Q/K in Q5_0 beside V in Q8_0, Q4_K_M's Q/K in Q4_K beside V in Q6_K: one
 // activation conversion and one region, each matrix through its own kernels, packed or not.
 TEST(PackedMixedGroup, FusedDecodeGroupOfFormatsSharingAnActivationTypeEqualsSeparateCalls) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul/dot_kernels.h"
@@ -215,6 +217,103 @@ void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, 
       else
         gemv_rows(*ks[m], w, r0 - first[m], end - first[m], xb, ys[m] + (r0 - first[m]));
       r0 = end;
+    }
+  });
+}
+
+namespace {
+// matmul_jobs' converted activations (a separate buffer: matmul's own is reused by the W8A8
+// and single jobs run beside them).
+thread_local std::vector<uint8_t> t_jobs_xq;
+// Below this many floats converted in all, the conversions run on the calling thread.
+constexpr int64_t kMinParallelConvert = 16384;
+}  // namespace
+
+void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool) {
+  struct Prepared {
+    const MatmulJob* job;
+    const DotKernels* k;
+    const PackedKernels* pk;
+    size_t xrow;        // bytes of one converted activation row
+    size_t x_offset;    // into t_jobs_xq; SIZE_MAX: x itself (F32 vec-dot type)
+    bool convert;       // this job converts (others may share its offset)
+    int64_t first_row;  // in the concatenated row space, a multiple of kRowGrain
+  };
+  std::vector<Prepared> prep;
+  prep.reserve(jobs.size());
+  size_t xq_bytes = 0;
+  int64_t rows = 0;
+  int64_t convert_floats = 0;
+  for (const MatmulJob& j : jobs) {
+    if (j.n_tokens <= 0) continue;
+    if (j.w->type == DType::I8) {
+      matmul(*j.w, j.x, j.n_tokens, j.y, pool);
+      continue;
+    }
+    Prepared p{&j, &dot_kernels(j.w->type), j.w->packed != nullptr ? packed_kernels_avx512(j.w->type) : nullptr,
+               row_bytes(vec_dot_type(j.w->type), j.w->cols), SIZE_MAX, false, rows};
+    if (vec_dot_type(j.w->type) != DType::F32) {
+      for (const Prepared& q : prep)
+        if (q.job->x == j.x && q.job->n_tokens == j.n_tokens && q.job->w->cols == j.w->cols &&
+            vec_dot_type(q.job->w->type) == vec_dot_type(j.w->type) && q.x_offset != SIZE_MAX) {
+          p.x_offset = q.x_offset;
+          break;
+        }
+      if (p.x_offset == SIZE_MAX) {
+        p.x_offset = xq_bytes;
+        p.convert = true;
+        xq_bytes += p.xrow * static_cast<size_t>(j.n_tokens);
+        convert_floats += j.n_tokens * j.w->cols;
+      }
+    }
+    // Each job's rows start on a grain (and so on a panel): a work range never splits one.
+    rows += (j.w->rows + kRowGrain - 1) / kRowGrain * kRowGrain;
+    prep.push_back(p);
+  }
+  if (prep.empty()) return;
+  static_assert(kRowGrain % kPanelRows == 0);
+  t_jobs_xq.resize(xq_bytes);
+  uint8_t* xq = t_jobs_xq.data();
+  // Conversions flattened to (job, token) items.
+  std::vector<std::pair<int32_t, int32_t>> items;
+  for (size_t i = 0; i < prep.size(); ++i)
+    if (prep[i].convert)
+      for (int64_t t = 0; t < prep[i].job->n_tokens; ++t) items.emplace_back(static_cast<int32_t>(i), static_cast<int32_t>(t));
+  auto convert = [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const Prepared& p = prep[items[i].first];
+      const int64_t t = items[i].second;
+      p.k->quantize_x(p.job->x + t * p.job->w->cols, xq + p.x_offset + static_cast<size_t>(t) * p.xrow, p.job->w->cols);
+    }
+  };
+  if (convert_floats < kMinParallelConvert) convert(0, static_cast<int64_t>(items.size()), 0);
+  else pool.parallel_for(static_cast<int64_t>(items.size()), 1, convert);
+  pool.parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1, int) {
+    // The range may span jobs: one call per job's share of it.
+    for (const Prepared& p : prep) {
+      const WeightView& w = *p.job->w;
+      const int64_t a = std::max(r0, p.first_row) - p.first_row;
+      const int64_t e = std::min(r1, p.first_row + w.rows) - p.first_row;
+      if (a >= e) continue;
+      const uint8_t* xb = p.x_offset == SIZE_MAX ? reinterpret_cast<const uint8_t*>(p.job->x) : xq + p.x_offset;
+      const int64_t n = p.job->n_tokens;
+      float* y = p.job->y;
+      const uint8_t* panel =
+          p.pk != nullptr ? w.packed + static_cast<size_t>(a / kPanelRows) * packed_panel_bytes(w.type, w.cols) : nullptr;
+      if (n == 1) {
+        if (p.pk != nullptr) p.pk->gemv(w.cols, panel, e - a, xb, y + a);
+        else gemv_rows(*p.k, w, a, e, xb, y + a);
+        continue;
+      }
+      for (int64_t t0 = 0; t0 < n; t0 += kTokenTile) {
+        const int64_t tokens = std::min(kTokenTile, n - t0);
+        const uint8_t* xt = xb + static_cast<size_t>(t0) * p.xrow;
+        if (p.pk != nullptr)
+          p.pk->tile(w.cols, panel, e - a, xt, p.xrow, tokens, y + t0 * w.rows + a, static_cast<size_t>(w.rows));
+        else
+          p.k->tile(w.cols, w.row(a), w.row_stride, e - a, xt, p.xrow, tokens, y + t0 * w.rows + a,
+                    static_cast<size_t>(w.rows));
+      }
     }
   });
 }

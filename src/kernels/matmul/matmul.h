@@ -25,6 +25,22 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
 void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,
                          std::span<float* const> ys, ThreadPool& pool);
 
+// One product of a group that matmul_jobs runs together.
+struct MatmulJob {
+  const WeightView* w = nullptr;
+  const float* x = nullptr;  // [n_tokens, w->cols]
+  int64_t n_tokens = 0;
+  float* y = nullptr;        // [n_tokens, w->rows]
+};
+
+// Products with inputs of their own (the experts a mixture-of-experts layer selected, each
+// on the tokens routed to it): all their output rows in one parallel region, the threads
+// splitting jobs x rows, so a decode step that touches a few small experts keeps every
+// thread busy and meets once per group instead of once per matrix. Jobs reading the same
+// input (an expert's gate and up) convert it once. Each y equals matmul(*w, x, n_tokens, y)
+// bit for bit; W8A8 jobs run one by one through matmul.
+void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool);
+
 // One row of a weight matrix dequantized to floats (embedding lookup).
 void dequantize_weight_row(const WeightView& w, int64_t row, float* out);
 
