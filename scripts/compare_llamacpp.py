@@ -108,6 +108,13 @@ GENERATED_ARCHS = [
     # linear RoPE scaling.
     ("olmo2", ["--layers", "4", "--sliding-window", "16", "--swa-pattern", "4", "--rope-scaling", "linear",
                "--rope-factor", "4"]),
+    # Mixtures of experts: Mixtral (llama with experts, renormalized top-2), Qwen2-MoE
+    # (shared expert with its sigmoid gate), Qwen3-MoE (renormalized, QK-norm), OLMoE
+    # (top-k unnormalized, QK-norm over whole rows; llama.cpp wants as many KV heads as heads).
+    ("llama", ["--experts", "4", "--experts-used", "2"]),
+    ("qwen2moe", ["--experts", "4", "--experts-used", "2"]),
+    ("qwen3moe", ["--experts", "8", "--experts-used", "3"]),
+    ("olmoe", ["--experts", "8", "--experts-used", "4", "--kv-heads", "4"]),
 ]
 # Weight formats of the generated models, with the shape flags each needs: K-quants
 # quantize rows in blocks of 256, so Q4_K models are 256 wide (FFN 512, 4 heads of 64).
@@ -170,7 +177,7 @@ def build_cases(which: str, gen_dir: Path, gemma_path: Path | None, gemma_f32: b
     if which in ("all", "generated"):
         for arch, extra in GENERATED_ARCHS:
             name = arch + "".join(f"-{x.lstrip('-')}" for x in extra if x.startswith("--") and x != "--layers"
-                                  and x != "--sliding-window")
+                                  and x != "--sliding-window" and x != "--experts-used" and x != "--kv-heads")
             for ty, shape in GENERATED_TYPES:
                 out = gen_dir / f"gen-{name}-{ty}-s{GENERATED_SEED}.gguf"
                 cases.append(Case(f"gen-{name}/{ty}", "generated", out, ty, text=GENERATED_PROMPT,

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   std::string type = "F32", out;
   int threads = 0;
   CLI::App app{"Write a random-weight GGUF model"};
+  // A flag given twice takes its last value, so scripts can append overrides to a shape.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<std::string> archs;
   for (const pagoda::ArchSpec* a : pagoda::all_archs()) archs.push_back(a->name);
   app.add_option("--arch", s.arch, "Architecture: " + pagoda::arch_names())->check(CLI::IsMember(archs));

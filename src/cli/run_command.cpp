@@ -39,6 +39,9 @@ struct RunArgs {
   bool quiet_stats = false;
   std::string ids_out;
   std::string logits_out;
+  bool moe_stats = false;
+  std::string moe_stats_out;
+  std::string moe_routing_out;
   SamplingParams sp;
   int64_t seed = -1;
   std::string json_schema;  // text or a file holding it
@@ -147,7 +150,19 @@ int run_run(const RunArgs& a, bool use_ids) {
     std::fflush(stdout);
     return true;
   };
+  // Per MoE layer, every position's experts in the order the positions ran.
+  std::vector<std::vector<std::vector<int32_t>>> routing;
+  if (!a.moe_routing_out.empty()) {
+    const ModelConfig& c = (*engine)->model().config();
+    if (!c.is_moe()) return fail(error("--moe-routing-out: {} has no experts", a.model));
+    routing.resize(static_cast<size_t>(c.n_layer));
+    const int32_t k = c.n_expert_used;
+    (*engine)->model().set_routing_observer([&routing, k](int32_t layer, int64_t n, const int32_t* ids) {
+      for (int64_t t = 0; t < n; ++t) routing[static_cast<size_t>(layer)].emplace_back(ids + t * k, ids + (t + 1) * k);
+    });
+  }
   auto res = generate(**engine, prompt, opts, on_token, !a.logits_out.empty());
+  (*engine)->model().set_routing_observer(nullptr);
   if (!res) return fail(res.status());
   fmt::print("\n");
   const GenerateStats& s = res->stats;
@@ -164,6 +179,22 @@ int run_run(const RunArgs& a, bool use_ids) {
     out.write(reinterpret_cast<const char*>(res->logits.data()),
               static_cast<std::streamsize>(res->logits.size() * sizeof(float)));
     if (!out) return fail(error("cannot write {}", a.logits_out));
+  }
+  if (!a.moe_routing_out.empty()) {
+    std::ofstream out(a.moe_routing_out);
+    out << nlohmann::json(routing).dump() << "\n";
+    if (!out) return fail(error("cannot write {}", a.moe_routing_out));
+  }
+  const MoeStats& moe = (*engine)->model().moe_stats();
+  if (!a.moe_stats_out.empty()) {
+    if (!moe.enabled()) return fail(error("--moe-stats-out: {} has no experts", a.model));
+    std::ofstream out(a.moe_stats_out);
+    out << moe.to_json() << "\n";
+    if (!out) return fail(error("cannot write {}", a.moe_stats_out));
+  }
+  if (a.moe_stats) {
+    if (moe.enabled()) fmt::print(stderr, "\n{}", moe.to_text());
+    else fmt::print(stderr, "\n{} has no experts: no expert statistics\n", a.model);
   }
   if (!a.quiet_stats) {
     const double decode_tps = s.generated_tokens > 1 ? (s.generated_tokens - 1) / s.decode_seconds : 0.0;
@@ -199,6 +230,14 @@ Subcommand add_run_command(CLI::App& app) {
   sub->add_flag("--no-bos", args->no_bos, "Do not add the BOS token to the prompt");
   sub->add_flag("--no-stats", args->quiet_stats, "Do not print the stats line");
   sub->add_option("--ids-out", args->ids_out, "Write prompt and generated token ids as JSON");
+  sub->add_flag("--moe-stats", args->moe_stats,
+                "Print expert statistics of a mixture-of-experts model: per layer the tokens routed, load "
+                "imbalance (max/mean), the share of steps each expert ran in, and the time spent routing");
+  sub->add_option("--moe-routing-out", args->moe_routing_out,
+                  "Write each MoE layer's expert choices per position as JSON ([layer][position][k ids]; for "
+                  "oracle comparisons)");
+  sub->add_option("--moe-stats-out", args->moe_stats_out,
+                  "Write the expert statistics as JSON (per layer and expert: tokens, active steps)");
   sub->add_option("--logits-out", args->logits_out, "Write each generated token's logits (float32 rows)");
   add_engine_options(*sub, args->engine);
   return {"run", sub, [args, prompt_ids] { return run_run(*args, prompt_ids->count() > 0); }};

@@ -58,6 +58,11 @@ class Model {
   // Calibration for quantization (AWQ, GPTQ) records the activations the layers see; an
   // unset observer costs one branch per group of matrices.
   void set_activation_observer(ActivationObserver observer) { observer_ = std::move(observer); }
+  // Sees each MoE layer's choices (n_tokens x n_expert_used expert ids, most probable
+  // first, tokens in batch order) as they are made; for oracle comparisons
+  // (`pagoda run --moe-routing-out`). Unset it costs one branch per layer.
+  using RoutingObserver = std::function<void(int32_t layer, int64_t n_tokens, const int32_t* ids)>;
+  void set_routing_observer(RoutingObserver observer) { routing_observer_ = std::move(observer); }
   // Expert statistics of an MoE model since load or the last reset (empty otherwise).
   const MoeStats& moe_stats() const { return moe_stats_; }
   void reset_moe_stats() { moe_stats_.reset(config_.n_layer, config_.n_expert, config_.n_expert_used); }
@@ -121,6 +126,7 @@ class Model {
   std::vector<AttnSeq> attn_seqs_;
   std::vector<BatchSeq> pieces_;
   ActivationObserver observer_;
+  RoutingObserver routing_observer_;
 };
 
 }  // namespace pagoda

@@ -33,6 +33,7 @@ void Model::moe_block(int32_t l, int64_t n) {
     route_token(&router_logits_[t * X], static_cast<int32_t>(X), k, c.expert_norm_weights, &moe_ids_[t * k],
                 &moe_weights_[t * k]);
   });
+  if (routing_observer_) routing_observer_(l, n, moe_ids_.data());
   moe_offsets_.assign(static_cast<size_t>(X) + 1, 0);
   for (int64_t i = 0; i < n * k; ++i) ++moe_offsets_[moe_ids_[i] + 1];
   for (int64_t e = 0; e < X; ++e) {

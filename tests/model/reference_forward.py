@@ -45,6 +45,17 @@ gemma2.cpp, phi3.cpp, starcoder2.cpp, olmo2.cpp and the hparams in src/llama-mod
           sliding_window_pattern[il] (a number n: il % n < n - 1; absent: n = 4), rotated
           with the same base and no scaling (freq_scale 1, no YaRN, attn_factor 1).
 
+  MoE     (llama with {arch}.expert_count: Mixtral; qwen2moe; qwen3moe; olmoe) the FFN is a
+          mixture of experts (llama.cpp's build_moe_ffn with softmax gating): router
+          ffn_gate_inp, softmax, the expert_used_count most probable experts weighted by their
+          probabilities, renormalized to sum 1 for llama and qwen3moe (not for qwen2moe and
+          olmoe); each expert is a SwiGLU FFN, expert e's matrices slice e of the 3-D
+          ffn_{gate,up,down}_exps tensors (width expert_feed_forward_length for the Qwen
+          MoEs, feed_forward_length otherwise). qwen2moe adds a shared SwiGLU expert
+          (ffn_*_shexp) times sigmoid(ffn_gate_inp_shexp . x); its attention is qwen2's
+          (biases, NEOX). qwen3moe's attention is qwen3's; olmoe's has olmo2's whole-row q/k
+          norms but keeps the pre-norms, NEOX RoPE.
+
 Usage:
     model = ReferenceModel("model.gguf")      # n_ctx=...: the context LongRoPE chooses by
     logits = model.forward([1, 2, 3])      # float64 [n_tokens, n_vocab], one row per position
@@ -97,6 +108,13 @@ class HParams:
     final_softcap: float = 0.0
     # olmo2's (OLMo 3's) sliding-window layers, one flag per layer; None = none.
     swa_layers: tuple | None = None
+    # Mixture of experts: experts per layer and per token (0: dense), each expert's width,
+    # the shared expert's (qwen2moe; 0: none), whether the selected weights are renormalized.
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    n_ff_shexp: int = 0
+    expert_norm: bool = False
 
 
 def _field(reader: GGUFReader, key: str, default=None):
@@ -107,7 +125,7 @@ def _field(reader: GGUFReader, key: str, default=None):
 def read_hparams(reader: GGUFReader) -> HParams:
     arch = _field(reader, "general.architecture")
     if arch not in ("llama", "qwen2", "gemma3", "qwen3", "granite", "smollm3", "gemma2", "phi3", "starcoder2",
-                    "olmo2"):
+                    "olmo2", "qwen2moe", "qwen3moe", "olmoe"):
         raise ValueError(f"reference: architecture {arch!r} not supported")
     g = lambda key, default=None: _field(reader, f"{arch}.{key}", default)  # noqa: E731
     n_embd, n_head = int(g("embedding_length")), int(g("attention.head_count"))
@@ -137,7 +155,17 @@ def read_hparams(reader: GGUFReader) -> HParams:
             swa_layers = tuple(bool(v) for v in pattern)
         else:
             swa_layers = tuple(int(pattern) == 0 or il % int(pattern) < int(pattern) - 1 for il in range(n_layer))
+    n_ff = int(g("feed_forward_length"))
+    n_expert, n_used = int(g("expert_count", 0)), int(g("expert_used_count", 0))
+    n_ff_exp = n_ff
+    if arch in ("qwen2moe", "qwen3moe"):
+        n_ff_exp = int(g("expert_feed_forward_length", n_ff // max(1, n_used)))
     return HParams(
+        n_expert=n_expert,
+        n_expert_used=n_used,
+        n_ff_exp=n_ff_exp,
+        n_ff_shexp=int(g("expert_shared_feed_forward_length", n_ff)) if arch == "qwen2moe" else 0,
+        expert_norm=arch in ("llama", "qwen3moe"),
         arch=arch,
         swa_layers=swa_layers,
         n_embd=n_embd,
@@ -270,6 +298,7 @@ def gelu_ggml(x: np.ndarray) -> np.ndarray:
 class ReferenceModel:
     def __init__(self, path, f16_attention: bool = False, n_ctx: int | None = None, ggml_gelu: bool | None = None):
         self.f16_attention = f16_attention
+        self.forced_routing, self.route_margin, self.route_flips = None, float("inf"), []
         self.ggml_gelu = f16_attention if ggml_gelu is None else ggml_gelu
         reader = GGUFReader(str(path))
         self.hp = read_hparams(reader)
@@ -300,6 +329,10 @@ class ReferenceModel:
                 assert up.shape[0] == 2 * hp.n_ff and p + "ffn_gate.weight" not in self.w
                 self.w[p + "ffn_gate.weight"], self.w[p + "ffn_up.weight"] = up[:hp.n_ff], up[hp.n_ff:]
 
+    def expert_linear(self, x: np.ndarray, name: str, e: int) -> np.ndarray:
+        """x times expert e's matrix of a 3-D expert tensor."""
+        return x @ self.w[name + ".weight"][e].T
+
     def linear(self, x: np.ndarray, name: str) -> np.ndarray:
         y = x @ self.w[name + ".weight"].T
         bias = self.w.get(name + ".bias")
@@ -318,16 +351,17 @@ class ReferenceModel:
         q = self.linear(x, p + "attn_q").reshape(T, hp.n_head, hp.head_dim)
         k = self.linear(x, p + "attn_k").reshape(T, hp.n_head_kv, hp.head_dim)
         v = self.linear(x, p + "attn_v").reshape(T, hp.n_head_kv, hp.head_dim)
-        if hp.arch in ("gemma3", "qwen3"):
+        if hp.arch in ("gemma3", "qwen3", "qwen3moe"):
             q = rms_norm(q, self.w[p + "attn_q_norm.weight"], hp.eps)
             k = rms_norm(k, self.w[p + "attn_k_norm.weight"], hp.eps)
-        if hp.arch == "olmo2":  # one norm over all heads together
+        if hp.arch in ("olmo2", "olmoe"):  # one norm over all heads together
             q = rms_norm(q.reshape(T, -1), self.w[p + "attn_q_norm.weight"], hp.eps).reshape(q.shape)
             k = rms_norm(k.reshape(T, -1), self.w[p + "attn_k_norm.weight"], hp.eps).reshape(k.shape)
         swa = self.is_swa_layer(il)
         # gemma3's local layers have their own base; gemma2's use the global RoPE.
         base, scale = (10000.0, 1.0) if swa and hp.arch == "gemma3" else (hp.rope_base, hp.rope_scale)
-        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2", "phi3", "starcoder2", "olmo2")
+        neox = hp.arch in ("qwen2", "gemma3", "qwen3", "gemma2", "phi3", "starcoder2", "olmo2", "qwen2moe",
+                           "qwen3moe", "olmoe")
         if not (hp.arch == "smollm3" and (il + 1) % 4 == 0):  # SmolLM3: every 4th layer is NoPE
             factors = None if swa else self.rope_factors
             yarn = None if swa else hp.yarn
@@ -345,8 +379,64 @@ class ReferenceModel:
                       f16_probs=self.f16_attention, softcap=hp.attn_softcap)
         return self.linear(o.reshape(T, hp.n_head * hp.head_dim), p + "attn_output")
 
+    def moe_block(self, x: np.ndarray, il: int) -> np.ndarray:
+        """Softmax routing over ffn_gate_inp, each token's n_expert_used most probable experts
+        (first index on ties), their probabilities as weights (renormalized to sum 1 for llama
+        and qwen3moe, the sum clamped below at 2^-14), each expert a SwiGLU FFN from its slice
+        of the 3-D ffn_{gate,up,down}_exps; qwen2moe adds its shared expert times
+        sigmoid(ffn_gate_inp_shexp . x). Records each token's choice in self.routing."""
+        hp, p, w = self.hp, f"blk.{il}.", self.w
+        logits = x @ w[p + "ffn_gate_inp.weight"].T
+        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        sel = np.argsort(-probs, axis=1, kind="stable")[:, :hp.n_expert_used]
+        if self.forced_routing is not None:
+            sel = self._follow_routing(il, logits, sel)
+        weights = np.take_along_axis(probs, sel, axis=1)
+        if hp.expert_norm:
+            weights = weights / np.maximum(weights.sum(axis=1, keepdims=True), 6.103515625e-5)
+        self.routing.setdefault(il, []).extend(sel.tolist())
+        out = np.zeros_like(x)
+        for e in range(hp.n_expert):
+            tokens, slot = np.nonzero(sel == e)
+            if tokens.size == 0:
+                continue
+            xe = x[tokens]
+            h = silu(self.expert_linear(xe, p + "ffn_gate_exps", e)) * self.expert_linear(xe, p + "ffn_up_exps", e)
+            out[tokens] += weights[tokens, slot][:, None] * self.expert_linear(h, p + "ffn_down_exps", e)
+        if hp.n_ff_shexp:
+            shared = self.linear(silu(self.linear(x, p + "ffn_gate_shexp")) * self.linear(x, p + "ffn_up_shexp"),
+                                 p + "ffn_down_shexp")
+            s = 1.0 / (1.0 + np.exp(-(x @ w[p + "ffn_gate_inp_shexp.weight"])))
+            out += shared * s[:, None]
+        return out
+
+    def _follow_routing(self, il: int, logits: np.ndarray, sel: np.ndarray) -> np.ndarray:
+        """The engine's own expert choices (self.forced_routing[il], one row of ids per
+        position) where they differ from the oracle's only by a near tie: every expert the
+        engine chose that the oracle did not is within self.route_margin (in router logits)
+        of the oracle's k-th best. Each such position is appended to self.route_flips; any
+        other difference raises, since it is a routing bug, not rounding."""
+        forced = np.asarray(self.forced_routing[il][:sel.shape[0]], dtype=np.int64)
+        if forced.shape != sel.shape:
+            raise AssertionError(f"layer {il}: engine routing has shape {forced.shape}, oracle {sel.shape}")
+        for t in range(sel.shape[0]):
+            extra = set(forced[t].tolist()) - set(sel[t].tolist())
+            if not extra:
+                continue
+            kth = logits[t, sel[t]].min()
+            gap = max(kth - logits[t, e] for e in extra)
+            if gap > self.route_margin:
+                raise AssertionError(f"layer {il} position {t}: engine chose experts {forced[t].tolist()}, oracle "
+                                     f"{sel[t].tolist()}; expert(s) {sorted(extra)} are {gap:.4g} router logits below "
+                                     f"the oracle's k-th (margin {self.route_margin:.4g})")
+            self.route_flips.append((il, t, float(gap)))
+        return forced
+
     def ffn_block(self, x: np.ndarray, il: int) -> np.ndarray:
         p = f"blk.{il}."
+        if self.hp.n_expert:
+            return self.moe_block(x, il)
         gelu = gelu_ggml if self.ggml_gelu else gelu_tanh
         up = self.linear(x, p + "ffn_up")
         if self.hp.arch == "starcoder2":  # no gate: down(gelu(up))
@@ -380,9 +470,13 @@ class ReferenceModel:
             f = f * hp.residual_scale
         return x + f
 
-    def forward(self, ids) -> np.ndarray:
-        """Logits (float64, [len(ids), n_vocab]) of every position, positions 0..len-1."""
+    def forward(self, ids, routing=None, route_margin: float = float("inf")) -> np.ndarray:
+        """Logits (float64, [len(ids), n_vocab]) of every position, positions 0..len-1.
+        routing: an engine's MoE choices ([layer][position][k ids]) to follow where they
+        differ from the oracle's by at most route_margin router logits (_follow_routing)."""
+        self.forced_routing, self.route_margin, self.route_flips = routing, route_margin, []
         ids = np.asarray(ids, dtype=np.int64)
+        self.routing = {}  # MoE: layer -> each position's selected experts
         if ids.ndim != 1 or ids.size == 0 or ids.min() < 0 or ids.max() >= self.n_vocab:
             raise ValueError("reference: token ids must be a non-empty list within the vocabulary")
         pos = np.arange(ids.size, dtype=np.float64)

@@ -89,22 +89,31 @@ INPUT_NOISE = {
 }
 F32_OUTPUT_NOISE = _relative_noise(1e-6)
 
+# How far below the oracle's k-th best expert (in router logits, which have a spread of about
+# 1 in these models) an expert Pagoda chose may be: its activations' rounding moves the
+# router's input by ~5e-3 relative with quantized formats, FP32 summation order by ~1e-6.
+ROUTE_MARGIN = {"F32": 1e-3}
+ROUTE_MARGIN.update({fmt: 0.05 for fmt in INPUT_NOISE})
 
-def tolerance(ref: ReferenceModel, fmt: str, ids, rows: slice, clean: np.ndarray) -> float:
+
+def tolerance(ref: ReferenceModel, fmt: str, ids, rows: slice, clean: np.ndarray, routing=None) -> float:
     """K times the largest logit change the format's rounding noise causes in the oracle."""
     rng = np.random.default_rng(1234)
-    plain = ref.linear
+    plain, plain_expert = ref.linear, ref.expert_linear
     if fmt == "F32":
         noisy = lambda x, name: F32_OUTPUT_NOISE(plain(x, name), rng)  # noqa: E731
+        noisy_expert = lambda x, name, e: F32_OUTPUT_NOISE(plain_expert(x, name, e), rng)  # noqa: E731
     else:
         noisy = lambda x, name: plain(INPUT_NOISE[fmt](x, rng), name)  # noqa: E731
+        noisy_expert = lambda x, name, e: plain_expert(INPUT_NOISE[fmt](x, rng), name, e)  # noqa: E731
     spread = 0.0
     try:
-        ref.linear = noisy
+        ref.linear, ref.expert_linear = noisy, noisy_expert
         for _ in range(DRAWS):
-            spread = max(spread, float(np.abs(ref.forward(ids)[rows] - clean).max()))
+            # Under identical routing (Pagoda's, when given): a flip is checked by the margin.
+            spread = max(spread, float(np.abs(ref.forward(ids, routing)[rows] - clean).max()))
     finally:
-        del ref.linear  # back to the class's method
+        del ref.linear, ref.expert_linear  # back to the class's methods
     return K * spread
 
 
@@ -134,6 +143,12 @@ CASES += [("llama", fmt, dict(NARROW, rope_freqs=True)) for fmt in ("F32", "Q8_0
 CASES += [("olmo2", fmt, dict(NARROW, swa_pattern=4, rope_scaling="linear")) for fmt in ("F32", "Q8_0")]
 # RoPE scaling: linear, and YaRN over an original context shorter than the prompt.
 CASES += [(arch, "F32", dict(NARROW, rope_scaling=kind)) for arch in ("llama", "qwen2") for kind in ("linear", "yarn")]
+# Mixtures of experts: Mixtral (llama with experts), Qwen2-MoE (shared expert), Qwen3-MoE,
+# OLMoE (as many KV heads as heads, as llama.cpp loads it); K-quants 256 wide.
+MOE = {"llama": dict(experts=4, experts_used=2), "qwen2moe": dict(experts=4, experts_used=2),
+       "qwen3moe": dict(experts=8, experts_used=3), "olmoe": dict(experts=8, experts_used=4, kv_heads=4)}
+CASES += [(arch, fmt, dict(NARROW, **moe)) for arch, moe in MOE.items() for fmt in ("F32", "Q8_0", "Q4_0")]
+CASES += [(arch, "Q4_K", dict(WIDE, **moe)) for arch, moe in MOE.items()]
 
 
 def n_layers(arch: str) -> int:
@@ -146,7 +161,7 @@ def n_layers(arch: str) -> int:
 def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: dict, seed: int = 7):
     cmd = [str(pagoda_bin("pagoda-gen-model")), "--arch", arch, "--type", fmt,
            "--dim", str(shape["dim"]), "--ff", str(shape["ff"]), "--layers", str(n_layers(arch)),
-           "--heads", "4", "--kv-heads", "2", "--vocab", "512",
+           "--heads", "4", "--kv-heads", str(shape.get("kv_heads", 2)), "--vocab", "512",
            "--sliding-window", str(SLIDING_WINDOW), "--seed", str(seed), "-t", "2", "-o", str(out)]
     if "head_dim" in shape:
         cmd += ["--head-dim", str(shape["head_dim"])]
@@ -160,17 +175,24 @@ def generate_model(pagoda_bin, out: pathlib.Path, arch: str, fmt: str, shape: di
         cmd += ["--longrope", "--rope-orig-ctx", str(shape["longrope"])]
     if shape.get("swa_pattern"):
         cmd += ["--swa-pattern", str(shape["swa_pattern"])]
+    if shape.get("experts"):
+        cmd += ["--experts", str(shape["experts"]), "--experts-used", str(shape["experts_used"])]
+    if shape.get("router_skew"):
+        cmd += ["--router-skew", str(shape["router_skew"])]
     r = subprocess.run(cmd, capture_output=True, timeout=120)
     assert r.returncode == 0, f"{' '.join(cmd)} failed: {r.stderr.decode(errors='replace')}"
     return out
 
 
-def run_greedy(pagoda_bin, model, prompt, n, workdir: pathlib.Path):
-    """Pagoda's greedy ids and logits rows (float32 [n, n_vocab] flat)."""
+def run_greedy(pagoda_bin, model, prompt, n, workdir: pathlib.Path, routing_out: pathlib.Path | None = None):
+    """Pagoda's greedy ids and logits rows (float32 [n, n_vocab] flat); routing_out: also
+    its MoE choices (--moe-routing-out)."""
     ids_out, logits_out = workdir / "ids.json", workdir / "logits.f32"
     cmd = [str(pagoda_bin("pagoda")), "run", "-m", str(model), "--prompt-ids", ",".join(map(str, prompt)),
            "-n", str(n), "--temp", "0", "--ignore-eos", "-t", "2", "--no-stats",
            "--ids-out", str(ids_out), "--logits-out", str(logits_out)]
+    if routing_out is not None:
+        cmd += ["--moe-routing-out", str(routing_out)]
     r = subprocess.run(cmd, capture_output=True, timeout=300)
     assert r.returncode == 0, f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.decode(errors='replace')}"
     ids = json.loads(ids_out.read_text())
@@ -178,16 +200,24 @@ def run_greedy(pagoda_bin, model, prompt, n, workdir: pathlib.Path):
     return ids["generated_ids"], np.fromfile(logits_out, dtype=np.float32)
 
 
-def compare(ref: ReferenceModel, fmt: str, prompt, gen, flat_logits, label: str) -> float:
-    """Checks (a) and (b) of the module docstring; returns the max logit error."""
+def compare(ref: ReferenceModel, fmt: str, prompt, gen, flat_logits, label: str, routing=None) -> float:
+    """Checks (a) and (b) of the module docstring; returns the max logit error. routing:
+    Pagoda's MoE choices, which the oracle follows where they differ from its own by a near
+    tie (ROUTE_MARGIN) and otherwise fails on."""
     n_vocab = ref.n_vocab
     assert flat_logits.size == len(gen) * n_vocab, f"{label}: logits file holds {flat_logits.size} floats, " \
         f"expected {len(gen)} rows of {n_vocab}"
     got = flat_logits.reshape(len(gen), n_vocab).astype(np.float64)
     ids, rows = list(prompt) + list(gen), slice(len(prompt) - 1, len(prompt) - 1 + len(gen))
-    want = ref.forward(ids)[rows]
+    # The last generated token is never fed back: its position has no routing.
+    fed = ids[:-1] if routing is not None else ids
+    want = ref.forward(fed, routing, ROUTE_MARGIN[fmt])[rows] if routing is not None else ref.forward(ids)[rows]
+    if routing is not None:
+        print(f"\n{label}: {len(ref.route_flips)} near-tie routing flips followed "
+              f"{[(l, t, round(g, 4)) for l, t, g in ref.route_flips]}")
+        assert len(ref.route_flips) <= 3, f"{label}: {len(ref.route_flips)} routing near ties"
     std = float(want.std())
-    tol = tolerance(ref, fmt, ids, rows, want)
+    tol = tolerance(ref, fmt, fed, rows, want, routing)
     err = np.abs(got - want)
     print(f"\n{label}: max |logit err| {err.max():.3g}  tol {tol:.3g}  logit std {std:.3g}  "
           f"err/std {err.max() / std:.2e}  tol/std {tol / std:.2e}  err/tol {err.max() / tol:.2f}")
@@ -213,11 +243,14 @@ def compare(ref: ReferenceModel, fmt: str, prompt, gen, flat_logits, label: str)
                               + (f"-rope-{s['rope_scaling']}" if s.get("rope_scaling") else "")
                               + (f"-rd{s['rope_dims']}" if s.get("rope_dims") else "")
                               + (f"-longrope-orig{s['longrope']}" if s.get("longrope") else "")
-                              + (f"-swa{s['swa_pattern']}" if s.get("swa_pattern") else "") for a, f, s in CASES])
+                              + (f"-swa{s['swa_pattern']}" if s.get("swa_pattern") else "")
+                              + (f"-x{s['experts']}k{s['experts_used']}" if s.get("experts") else "")
+                              for a, f, s in CASES])
 def test_generated_model_matches_reference(pagoda_bin, tmp_path, arch, fmt, shape):
     model = generate_model(pagoda_bin, tmp_path / f"{arch}-{fmt}.gguf", arch, fmt, shape)
     ref = ReferenceModel(model, f16_attention=True)
-    assert ref.hp.arch == arch and ref.hp.n_layer == n_layers(arch) and ref.hp.n_head_kv == 2
+    assert ref.hp.arch == arch and ref.hp.n_layer == n_layers(arch) and ref.hp.n_head_kv == shape.get("kv_heads", 2)
+    assert ref.hp.n_expert == shape.get("experts", 0) and ref.hp.n_expert_used == shape.get("experts_used", 0)
     if arch in ("gemma3", "gemma2") or shape.get("swa_pattern"):
         assert ref.hp.sliding_window == SLIDING_WINDOW < len(PROMPT) + N_GEN
     if arch == "olmo2":
@@ -230,9 +263,11 @@ def test_generated_model_matches_reference(pagoda_bin, tmp_path, arch, fmt, shap
         long_ctx = 2048 > shape["longrope"]
         assert ref.rope_factors is ref.w["rope_factors_long.weight" if long_ctx else "rope_factors_short.weight"]
         assert ref.hp.n_rot == shape["rope_dims"] < ref.hp.head_dim
-    gen, logits = run_greedy(pagoda_bin, model, PROMPT, N_GEN, tmp_path)
+    routing_out = tmp_path / "routing.json" if shape.get("experts") else None
+    gen, logits = run_greedy(pagoda_bin, model, PROMPT, N_GEN, tmp_path, routing_out)
     assert len(gen) == N_GEN
-    compare(ref, fmt, PROMPT, gen, logits, f"{arch}-{fmt}")
+    routing = json.loads(routing_out.read_text()) if routing_out else None
+    compare(ref, fmt, PROMPT, gen, logits, f"{arch}-{fmt}", routing)
 
 
 @pytest.mark.parametrize("prompt", [[1], [1, 461, 401, 378, 455, 473, 456, 435, 299, 362]],
@@ -276,10 +311,14 @@ def _llamacpp_greedy(model, prompt, n, out_npy):
 
 
 @pytest.mark.skipif(os.environ.get("PAGODA_SKIP_LLAMACPP") == "1", reason="PAGODA_SKIP_LLAMACPP=1")
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", list(ARCHS) + [f"{a}-moe" for a in MOE])
 def test_reference_matches_llamacpp(pagoda_bin, tmp_path, arch):
     """The oracle against llama.cpp itself (F32 KV cache, so the oracle runs exactly), when built."""
-    model = generate_model(pagoda_bin, tmp_path / f"{arch}.gguf", arch, "F32", NARROW)
+    shape = NARROW
+    if arch.endswith("-moe"):
+        arch = arch[:-len("-moe")]
+        shape = dict(NARROW, **MOE[arch])
+    model = generate_model(pagoda_bin, tmp_path / f"{arch}.gguf", arch, "F32", shape)
     gen, logits = _llamacpp_greedy(model, PROMPT, N_GEN, tmp_path / "lc.npy")
     # llama.cpp's CPU GELU reads an FP16 table, which the oracle takes too (exact GELU:
     # gemma3 3e-4 * std, starcoder2's ungated GELU 9e-4 * std); the rest is FP32 rounding
