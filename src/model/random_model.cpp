@@ -171,6 +171,8 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   if (s.experts > 0 && s.arch == "olmoe" && s.kv_heads != s.heads)
     return error("random model: olmoe's K norm spans n_embd, so llama.cpp loads it only with kv_heads == heads");
   if (s.experts > 0 && w8a8) return error("random model: W8A8 has no expert tensors; write experts as Q8_0");
+  if (s.experts > 0 && !arch->moe.expert_ff_key && s.expert_ff != 0 && s.expert_ff != s.ff)
+    return error("random model: {}'s experts are feed_forward_length wide; set --ff, not --expert-ff", s.arch);
   if (s.expert_ff == 0) s.expert_ff = s.ff;
   if (s.shared_expert_ff == 0 && arch->moe.shared_expert && s.experts > 0) s.shared_expert_ff = s.ff;
   if (s.expert_ff < 0 || s.shared_expert_ff < 0) return error("random model: expert widths must be positive");

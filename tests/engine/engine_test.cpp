@@ -82,6 +82,23 @@ TEST(Engine, MixedWorkloadUnderMemoryPressureMatchesEachRequestRunAlone) {
   check_mixed_workload(load_tiny(pool, "engine_mixed"));
 }
 
+// Mixtures of experts: a step's tokens are grouped by expert, so which other tokens share a
+// step decides how each expert's block is laid out; none of it may change a request.
+// Mixtral-style (llama with experts) and Qwen2-MoE (with its shared expert).
+TEST(Engine, MixtureOfExpertsMixedWorkloadMatchesEachRequestRunAlone) {
+  REQUIRE_EXACT_BATCHING();
+  for (const char* arch : {"llama", "qwen2moe"}) {
+    SCOPED_TRACE(arch);
+    ThreadPool pool(2);
+    RandomModelSpec spec;
+    spec.arch = arch;
+    spec.experts = 8;
+    spec.experts_used = 2;
+    spec.ff = 64;
+    check_mixed_workload(load_tiny(pool, std::string("engine_moe_") + arch, spec));
+  }
+}
+
 // Matrices repacked into panels (kernels/matmul/packed_weights.h) are computed the same way for
 // one token as for many, so on AVX-512 a Q8_0 or Q4_0 model batches exactly with the SIMD
 // kernels themselves, not only on the scalar target.

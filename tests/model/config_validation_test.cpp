@@ -83,6 +83,25 @@ TEST_F(HostileConfig, BlockCountBeyondTheTensorsIsRefusedBeforeLayersAreAllocate
   EXPECT_NE(e.find("blk.2."), std::string::npos) << e;
 }
 
+TEST_F(HostileConfig, ExpertCountsAreCheckedAgainstTheArchitectureAndTheTensors) {
+  // The base qwen2moe model has 4 experts, 2 per token.
+  ASSERT_EQ(load_error(base("qwen2moe")), "");
+  std::string e = load_error(with("qwen2moe", "qwen2moe.expert_count", u32(0)));
+  EXPECT_NE(e.find("needs metadata qwen2moe.expert_count > 0"), std::string::npos) << e;
+  e = load_error(with("qwen2moe", "qwen2moe.expert_used_count", u32(5)));
+  EXPECT_NE(e.find("expert_used_count = 5 is out of range [1, 4]"), std::string::npos) << e;
+  e = load_error(with("qwen2moe", "qwen2moe.expert_count", u64(uint64_t{1} << 40)));
+  EXPECT_NE(e.find("expert_count = " + std::to_string(uint64_t{1} << 40) + " is out of range"), std::string::npos) << e;
+  // More experts than the tensors hold: the router's shape is named.
+  e = load_error(with("qwen2moe", "qwen2moe.expert_count", u32(8)));
+  EXPECT_NE(e.find("blk.0.ffn_gate_inp.weight has shape 64x4, expected [64, 8]"), std::string::npos) << e;
+  // A dense architecture with experts is refused, naming those that have them.
+  e = load_error(with("qwen2", "qwen2.expert_count", u32(4)));
+  EXPECT_NE(e.find("qwen2 has 4 experts per layer; Pagoda runs experts in llama, qwen2moe, qwen3moe, olmoe"),
+            std::string::npos)
+      << e;
+}
+
 TEST_F(HostileConfig, WideIntegersAreRangeCheckedNotTruncated) {
   // A U64 of 2^40 must not read as 0 ("missing") nor 2^32 + 64 as 64.
   for (uint64_t n : {uint64_t{1} << 40, (uint64_t{1} << 32) + 64, uint64_t{1} << 31}) {
