@@ -15,6 +15,11 @@ Rows (--rows, comma-separated; `all` is every row, `1b` every 1B row, `real` the
   7b-q4_0   generated `llama`, dim 4096, 32 layers, 32 heads, 32 KV heads, ff 11008,
             vocab 32000 (Llama-2-7B's shape, 3.6 GiB); slow, about half of a full run
   7b-q4_0-gqa  the same with 8 KV heads (not in `all`)
+  olmoe-q4_k  generated `olmoe`, OLMoE-1B-7B's shape: dim 2048, 16 layers, 16 heads and KV
+            heads, 64 experts of ff 1024, 8 per token, vocab 50304 (3.9 GiB; not in `all`)
+  mixtral-q4_k  generated `llama` with 8 experts of ff 3584, 2 per token, dim 1024, 16
+            layers, 16 heads, 4 KV heads, vocab 32000 (a quarter-width Mixtral; not in `all`)
+  moe       both MoE rows
   LABEL=PATH   any other GGUF file (--rows or --model)
 Generated models are written once by <build>/bin/pagoda-gen-model into
 $PAGODA_CACHE/bench-models/ (default ~/.cache/pagoda/bench-models/); --regen rewrites them.
@@ -38,7 +43,8 @@ a row's ceiling uses the median of its rounds' values, because on a shared machi
 bandwidth moves by tens of percent within minutes (--bw-once: the start's value only). Bytes of weights read per generated token W = every tensor of the
 file except token_embd.weight, which is only gathered one row per token, unless there is
 no output.weight (tied embeddings: then token_embd is the output matrix and read in
-full every token), plus the FP16 KV cache read per token (about D + (N+1)/2 positions on
+full every token), and of an MoE model's 3-D expert tensors only the expert_used_count /
+expert_count share a token's experts take, plus the FP16 KV cache read per token (about D + (N+1)/2 positions on
 average; under 1% of W for every row here at D = 0, recorded in the JSON as
 kv_bytes_per_token_avg). Ceiling = B / W tokens/s; each engine's tg is quoted as % of it.
 
@@ -93,6 +99,13 @@ BANDWIDTH_FLAGS = ["-O3", "-march=native", "-std=c++17", "-pthread"]
 SHAPE_1B = dict(dim=2048, layers=16, heads=32, kv_heads=8, ff=5632, vocab=32000)
 SHAPE_7B = dict(dim=4096, layers=32, heads=32, kv_heads=32, ff=11008, vocab=32000)
 SHAPE_7B_GQA = dict(SHAPE_7B, kv_heads=8)
+# Mixtures of experts: OLMoE-1B-7B's shape (64 experts, 8 per token, 6.9B parameters, 1.3B
+# active) and a smaller Mixtral (llama with 8 experts, 2 per token; Mixtral-8x7B's ratios at
+# a quarter of its width, 1.5B parameters, 0.45B active).
+SHAPE_OLMOE = dict(arch="olmoe", dim=2048, layers=16, heads=16, kv_heads=16, ff=1024, vocab=50304, experts=64,
+                   experts_used=8)
+SHAPE_MIXTRAL = dict(arch="llama", dim=1024, layers=16, heads=16, kv_heads=4, ff=3584, vocab=32000, experts=8,
+                     experts_used=2)
 
 
 @dataclass
@@ -118,9 +131,11 @@ ROWS: dict[str, RowSpec] = {
     "1b-f16": RowSpec("1b-f16", "gen", "F16", SHAPE_1B),
     "7b-q4_0": RowSpec("7b-q4_0", "gen", "Q4_0", SHAPE_7B),
     "7b-q4_0-gqa": RowSpec("7b-q4_0-gqa", "gen", "Q4_0", SHAPE_7B_GQA),
+    "olmoe-q4_k": RowSpec("olmoe-q4_k", "gen", "Q4_K", SHAPE_OLMOE),
+    "mixtral-q4_k": RowSpec("mixtral-q4_k", "gen", "Q4_K", SHAPE_MIXTRAL),
 }
 ALL_ROWS = ["gemma", "qwen-0.5b", "qwen-1.5b", "1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16", "7b-q4_0"]
-ROW_GROUPS = {"all": ALL_ROWS, "1b": ["1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16"],
+ROW_GROUPS = {"all": ALL_ROWS, "1b": ["1b-q4_0", "1b-q4_k", "1b-q8_0", "1b-f16"], "moe": ["olmoe-q4_k", "mixtral-q4_k"],
               "real": ["gemma", "qwen-0.5b", "qwen-1.5b"]}
 
 
@@ -242,8 +257,9 @@ def wait_quiet(max_wait: float, threshold: float) -> dict:
 # ------------------------------------------------------------------------------- models
 def gen_model_path(spec: RowSpec) -> Path:
     s = spec.shape
-    return MODEL_CACHE / (f"llama-d{s['dim']}-l{s['layers']}-h{s['heads']}-kv{s['kv_heads']}"
-                          f"-ff{s['ff']}-v{s['vocab']}-{spec.qtype.lower()}.gguf")
+    experts = f"-x{s['experts']}k{s['experts_used']}" if s.get("experts") else ""
+    return MODEL_CACHE / (f"{s.get('arch', 'llama')}-d{s['dim']}-l{s['layers']}-h{s['heads']}-kv{s['kv_heads']}"
+                          f"-ff{s['ff']}-v{s['vocab']}{experts}-{spec.qtype.lower()}.gguf")
 
 
 def is_gguf(p: Path) -> bool:
@@ -274,9 +290,11 @@ def make_model(spec: RowSpec, build: Path, regen: bool, gen_threads: int) -> Pat
     MODEL_CACHE.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".tmp")
     s = spec.shape
-    cmd = [str(gen), "--arch", "llama", "--type", spec.qtype, "--dim", str(s["dim"]),
+    cmd = [str(gen), "--arch", s.get("arch", "llama"), "--type", spec.qtype, "--dim", str(s["dim"]),
            "--layers", str(s["layers"]), "--heads", str(s["heads"]), "--kv-heads", str(s["kv_heads"]),
            "--ff", str(s["ff"]), "--vocab", str(s["vocab"]), "-t", str(gen_threads), "-o", str(tmp)]
+    if s.get("experts"):
+        cmd += ["--experts", str(s["experts"]), "--experts-used", str(s["experts_used"])]
     log(f"{spec.name}: generating {dest.name} (once): {' '.join(cmd)}")
     t0 = time.monotonic()
     rec = run_cmd(cmd, timeout=3 * 3600)
@@ -316,6 +334,12 @@ def weight_bytes(path: Path, n_gen: int, depth: int = 0) -> dict:
         return gguf_meta(r, key, default)
 
     arch = meta("general.architecture", "?")
+    # A token reads only its experts: expert_used_count of expert_count slices of each
+    # 3-D expert tensor.
+    n_expert, n_used = meta(f"{arch}.expert_count", 0) or 0, meta(f"{arch}.expert_used_count", 0) or 0
+    expert_bytes = sum(v for k, v in sizes.items() if k.endswith("_exps.weight"))
+    if n_expert:
+        per_token -= expert_bytes - expert_bytes * n_used // n_expert
     n_layer = meta(f"{arch}.block_count", 0) or 0
     n_head = meta(f"{arch}.attention.head_count", 0) or 0
     n_kv = meta(f"{arch}.attention.head_count_kv", n_head) or n_head
@@ -335,6 +359,7 @@ def weight_bytes(path: Path, n_gen: int, depth: int = 0) -> dict:
     kv_avg = int(kv_avg)
     out = {"tensor_bytes": total, "token_embd_bytes": embd, "tied_embeddings": tied,
            "weight_bytes_per_token": per_token, "bytes_by_type": by_type, "arch": arch,
+           "expert_tensor_bytes": expert_bytes, "experts": n_expert, "experts_used": n_used,
            "n_layer": n_layer, "n_head_kv": n_kv, "kv_bytes_per_token_avg": kv_avg,
            "file_bytes": st.st_size}
     try:

@@ -122,6 +122,29 @@ int run_inspect(const InspectArgs& a) {
   const size_t kv_full = KvCache::bytes_needed(c.n_layer, ctx, c.kv_dim());
   fmt::print("model: {} | layers {} | embd {} | heads {} (kv {}) x {} | ffn {} | vocab {} | trained ctx {}\n",
              c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train);
+  if (c.is_moe()) {
+    // A token runs n_expert_used of each layer's n_expert experts: the 3-D expert tensors
+    // count that share toward the active parameters and the bytes a token reads. The
+    // embedding table is gathered one row per token (read in full when tied to the output).
+    int64_t expert_params = 0;
+    size_t expert_bytes = 0;
+    for (const auto& t : f.tensors())
+      if (t.shape.size() == 3 && t.name.ends_with("_exps.weight")) {
+        expert_params += t.num_elements();
+        expert_bytes += t.nbytes;
+      }
+    const double share = static_cast<double>(c.n_expert_used) / c.n_expert;
+    const double active = static_cast<double>(params - expert_params) + share * static_cast<double>(expert_params);
+    const GgufTensor* embd = f.find_tensor("token_embd.weight");
+    const bool tied = f.find_tensor("output.weight") == nullptr;
+    const double embd_bytes = embd != nullptr && !tied ? static_cast<double>(embd->nbytes) : 0.0;
+    const double per_token = static_cast<double>(bytes - expert_bytes) - embd_bytes + share * static_cast<double>(expert_bytes);
+    fmt::print("experts: {} per layer, {} per token, each ffn {}{} | parameters {:.1f}M total, {:.1f}M active per "
+               "token | weights read per token {} of {}\n",
+               c.n_expert, c.n_expert_used, c.n_ff_exp,
+               c.n_ff_shexp > 0 ? fmt::format(", plus a shared expert of ffn {}", c.n_ff_shexp) : std::string(),
+               params / 1e6, active / 1e6, human_size(per_token), human_size(static_cast<double>(bytes)));
+  }
   // The engine's own sizing, as `pagoda plan` prints it in full (src/plan/memory_plan.h).
   EngineConfig one = ec;
   one.max_model_len = ctx;

@@ -1,6 +1,7 @@
 #include "plan/speed_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/matmul/packed_weights.h"
@@ -14,6 +15,20 @@ namespace {
 struct Call {
   std::vector<const WeightView*> ws;
   bool output;  // the output head: one row of logits per sequence, also in prefill
+  // An MoE layer's experts (one expert's matrices stand for all `experts`): a step of n
+  // tokens routes n * used rows to them and reads the experts it touches, on average
+  // experts * (1 - (1 - used / experts)^n) of them with an even router.
+  int32_t experts = 0;
+  int32_t used = 0;
+  double touched(int64_t n) const {
+    if (experts == 0) return 1.0;
+    const double miss = 1.0 - static_cast<double>(used) / experts;
+    return experts * (1.0 - std::pow(miss, static_cast<double>(n)));
+  }
+  // Rows of the step's n tokens each touched expert multiplies on average.
+  double rows(int64_t n) const {
+    return experts == 0 ? static_cast<double>(n) : static_cast<double>(n) * used / touched(n);
+  }
   MatmulCall shape() const {
     MatmulCall c;
     for (const WeightView* w : ws) c.push_back({w->type, w->rows, w->cols});
@@ -25,9 +40,21 @@ struct Call {
 std::vector<Call> calls_of(const Model& model) {
   const ModelWeights& w = model.weights();
   std::vector<Call> cs;
+  const ModelConfig& c = model.config();
   for (const LayerWeights& L : w.layers) {
     cs.push_back({{&L.wq, &L.wk, &L.wv}, false});
     cs.push_back({{&L.wo}, false});
+    if (c.is_moe()) {
+      // As Model::moe_block: the router, the experts' gate/up then down, the shared expert.
+      cs.push_back({{&L.router}, false});
+      cs.push_back({{&L.gate_exps[0], &L.up_exps[0]}, false, c.n_expert, c.n_expert_used});
+      cs.push_back({{&L.down_exps[0]}, false, c.n_expert, c.n_expert_used});
+      if (!L.gate_shexp.empty()) {
+        cs.push_back({{&L.gate_shexp, &L.up_shexp}, false});
+        cs.push_back({{&L.down_shexp}, false});
+      }
+      continue;
+    }
     if (!L.gate.empty())
       cs.push_back({{&L.gate, &L.up}, false});
     else
@@ -45,18 +72,23 @@ double matrix_bytes(const WeightView& w) {
 
 // Seconds of one call of n tokens: the slower of streaming its matrices and doing their
 // FLOPs, as timed for the call where the profile has it, else at their formats' rates.
+// An MoE call is one expert's time per touched expert, over its share of the rows.
 double call_s(const Call& c, int64_t n, const HardwareProfile& hw, double* memory_s = nullptr) {
   double mem = 0, compute = 0;
+  const double rows = c.rows(n);
   if (const CallTiming* t = hw.timing(c.shape())) {
     mem = t->gemv_s;
-    compute = t->gemm_s_per_token * static_cast<double>(n);
+    compute = t->gemm_s_per_token * rows;
   } else {
     for (const WeightView* w : c.ws) {
       const FormatRate& r = hw.rate(w->type);
       mem += matrix_bytes(*w) / r.gemv_bytes_per_s;
-      compute += 2.0 * static_cast<double>(w->rows) * static_cast<double>(w->cols) * static_cast<double>(n) / r.gemm_flops;
+      compute += 2.0 * static_cast<double>(w->rows) * static_cast<double>(w->cols) * rows / r.gemm_flops;
     }
   }
+  const double touched = c.touched(n);
+  mem *= touched;
+  compute *= touched;
   if (memory_s != nullptr && mem >= compute) *memory_s += mem;
   return std::max(mem, compute);
 }
@@ -118,7 +150,7 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
         double sum = 0;
         for (const Call& o : cs)
           for (const WeightView* u : o.ws)
-            if (u->type == v->type) sum += matrix_bytes(*u);
+            if (u->type == v->type) sum += matrix_bytes(*u) * std::max(1, o.experts);
         if (sum > best) best = sum, bulk_type = v->type;
       }
   }
@@ -146,7 +178,7 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
   const int64_t B = std::max(1, r.batch);
   double memory_s = 0, matrix_s = 0;
   for (const Call& m : cs) {
-    for (const WeightView* v : m.ws) p.weight_bytes_per_step += matrix_bytes(*v);
+    for (const WeightView* v : m.ws) p.weight_bytes_per_step += matrix_bytes(*v) * m.touched(B);
     matrix_s += call_s(m, B, hw, &memory_s);
   }
   // Each sequence reads its own context's KV; the mean over the generated tokens is the
