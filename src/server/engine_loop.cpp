@@ -227,12 +227,27 @@ void EngineLoop::publish_gauges() {
   g.block_size = engine_.config().block_size;
   g.max_num_seqs = engine_.config().scheduler.max_num_seqs;
   g.kv_bytes = engine_.kv_storage().bytes();
+  const MoeStats& moe = engine_.model().moe_stats();
+  if (moe.enabled()) {
+    g.experts = moe.n_expert();
+    g.experts_used = moe.n_expert_used();
+    g.moe_steps = moe.steps();
+    g.moe_routing_s = moe.routing_seconds();
+    g.moe_forward_s = moe.forward_seconds();
+    for (int32_t l = 0; l < moe.n_layer(); ++l) {
+      const MoeLayerSummary s = moe.summary(l);
+      if (l == 0) g.moe_tokens = s.tokens;
+      g.layer_imbalance.push_back(s.imbalance);
+      g.layer_active_share.push_back(s.active_share);
+    }
+  }
   metrics_->set_engine(g);
 }
 
 void EngineLoop::run() {
   std::deque<Pending> incoming;
   std::vector<std::shared_ptr<OutputChannel>> aborts;
+  publish_gauges();  // the engine's sizes (and an MoE model's expert counts) before any request
   for (;;) {
     {
       std::unique_lock<std::mutex> l(mu_);

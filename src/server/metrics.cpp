@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "base/system_memory.h"
@@ -171,6 +173,28 @@ std::string Metrics::render() const {
   for (const auto& [kind, n] : constrained_requests_)
     o += fmt::format("pagoda:structured_output_requests_total{{{},kind=\"{}\"}} {}\n", labels_, kind, n);
   histogram("structured_output_mask_seconds", "Time to mask one constrained token's logits with its grammar.", mask_);
+  if (engine_.experts > 0) {
+    gauge("moe_experts", "Experts per MoE layer.", engine_.experts);
+    gauge("moe_experts_used", "Experts each token runs per layer.", engine_.experts_used);
+    counter("moe_steps", "Forward steps through the MoE layers.", static_cast<double>(engine_.moe_steps));
+    counter("moe_routed_tokens", "Tokens routed through each MoE layer.", static_cast<double>(engine_.moe_tokens));
+    counter("moe_routing_seconds", "Time spent routing (router matmul, softmax, top-k, grouping).", engine_.moe_routing_s);
+    counter("moe_forward_seconds", "Time of the forward steps the routing time is part of.", engine_.moe_forward_s);
+    // One observation per layer of its current state: how uneven the experts' load is.
+    Histogram imbalance({1.1, 1.25, 1.5, 2, 3, 5, 10});
+    double worst = 0, active = 0;
+    for (double v : engine_.layer_imbalance) {
+      imbalance.observe(v);
+      worst = std::max(worst, v);
+    }
+    for (double v : engine_.layer_active_share) active += v;
+    histogram("moe_layer_imbalance", "MoE layers by load imbalance (max / mean tokens per expert) since start.",
+              imbalance);
+    gauge("moe_max_imbalance", "The most uneven MoE layer's max / mean tokens per expert.", worst);
+    gauge("moe_expert_active_share",
+          "Mean over layers and experts of the share of steps an expert ran in (expert utilization).",
+          engine_.layer_active_share.empty() ? 0.0 : active / static_cast<double>(engine_.layer_active_share.size()));
+  }
   return o;
 }
 

@@ -38,6 +38,13 @@ struct EngineGauges {
   // The engine's fixed sizes, so a reader (pagoda doctor) can tell what a preemption rate means.
   int32_t kv_blocks = 0, block_size = 0, max_num_seqs = 0;
   size_t kv_bytes = 0;
+  // A mixture-of-experts model's statistics since start (model/moe_stats.h); experts 0:
+  // dense, none rendered. Per layer only summaries, so the label count stays bounded.
+  int32_t experts = 0, experts_used = 0;
+  uint64_t moe_steps = 0, moe_tokens = 0;  // tokens through each MoE layer
+  double moe_routing_s = 0, moe_forward_s = 0;
+  std::vector<double> layer_imbalance;     // max / mean tokens per expert, one per layer
+  std::vector<double> layer_active_share;  // mean share of steps an expert ran in, one per layer
 };
 
 class Metrics {

@@ -55,6 +55,33 @@ def test_metrics_parse_and_move(server):
     assert after["pagoda:request_success_total[length]"] == before["pagoda:request_success_total[length]"] + 1
 
 
+def test_moe_metrics_count_the_routing(pagoda_bin, tmp_path):
+    """An MoE model's expert statistics on /metrics: bounded labels (per-layer summaries as a
+    histogram), counters that move with the tokens routed."""
+    model = tmp_path / "moe.gguf"
+    r = subprocess.run([str(pagoda_bin("pagoda-gen-model")), "--arch", "qwen3moe", "--experts", "8", "--experts-used",
+                        "2", "--layers", "3", "--router-skew", "4", "-o", str(model)], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    srv = Server(pagoda_bin, model)
+    try:
+        before = metrics(srv)
+        assert before["pagoda:moe_experts"] == 8 and before["pagoda:moe_experts_used"] == 2
+        r = srv.post("/v1/completions", json={"prompt": [1, 50, 51, 52, 53], "max_tokens": 6, "temperature": 0})
+        assert r.status_code == 200
+        after = metrics(srv)
+        # 5 prompt tokens and 5 fed-back tokens through every layer.
+        assert after["pagoda:moe_routed_tokens_total"] - before["pagoda:moe_routed_tokens_total"] == 10
+        assert after["pagoda:moe_steps_total"] - before["pagoda:moe_steps_total"] == 6
+        assert after["pagoda:moe_layer_imbalance_count"] == 3
+        assert after["pagoda:moe_max_imbalance"] >= 1.0
+        assert 0 < after["pagoda:moe_routing_seconds_total"] < after["pagoda:moe_forward_seconds_total"]
+        assert 0 < after["pagoda:moe_expert_active_share"] <= 1
+        labels = [line for line in srv.get("/metrics").text.splitlines() if line.startswith("pagoda:moe")]
+        assert len(labels) < 30, labels  # bounded whatever the expert count
+    finally:
+        srv.terminate()
+
+
 def test_200_streaming_clients_with_a_third_hanging_up(server):
     results = []
     lock = threading.Lock()
