@@ -256,7 +256,7 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
   const int64_t qd = c.q_dim(), kvd = c.kv_dim();
   const float* in = L.attn_norm != nullptr ? xn_.data() : x_.data();
   const bool qk_norm_full = c.arch->tensors.qk_norm_full;
-  if (observer_) observer_(l, LinearInput::kAttention, in, n, E);
+  if (observer_) observer_(l, LinearInput::kAttention, in, n, E, -1);
   {
     const WeightView* ws[] = {&L.wq, &L.wk, &L.wv};
     float* ys[] = {q_.data(), k_.data(), v_.data()};
@@ -291,7 +291,7 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
   ap.softcap = c.attn_softcap;
   attention_paged(q_.data(), std::span<const AttnSeq>(attn_seqs_).subspan(group * n_seqs, n_seqs), kv.layer(l), ap,
                   att_.data(), pool);
-  if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd);
+  if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd, -1);
   matmul(L.wo, att_.data(), n, proj_.data(), pool);
   residual_add(L.bo, L.post_attn_norm, L.ffn_norm, L.ffn_norm_b, n);
 }
@@ -306,7 +306,7 @@ void Model::ffn_block(int32_t l, int64_t n) {
   const LayerWeights& L = weights_.layers[l];
   const float* in = L.ffn_norm != nullptr ? xn_.data() : x_.data();
   const bool gated = !L.gate.empty();
-  if (observer_) observer_(l, LinearInput::kFfn, in, n, c.n_embd);
+  if (observer_) observer_(l, LinearInput::kFfn, in, n, c.n_embd, -1);
   if (gated) {
     const WeightView* ws[] = {&L.gate, &L.up};
     float* ys[] = {gate_.data(), up_.data()};
@@ -328,7 +328,7 @@ void Model::ffn_block(int32_t l, int64_t n) {
     if (c.act == FfnActivation::kGeluTanh) geglu(g, u, F);
     else swiglu(g, u, F);
   });
-  if (observer_) observer_(l, LinearInput::kFfnDown, h, n, F);
+  if (observer_) observer_(l, LinearInput::kFfnDown, h, n, F, -1);
   matmul(L.down, h, n, proj_.data(), pool);
   const LayerWeights* next = l + 1 < c.n_layer ? &weights_.layers[l + 1] : nullptr;
   residual_add(L.b_down, L.post_ffw_norm, next != nullptr ? next->attn_norm : nullptr,

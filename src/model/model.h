@@ -30,8 +30,11 @@ namespace pagoda {
 class GgufFile;
 
 // Sees each such input (n_tokens rows of cols floats) just before its matrices run.
-using ActivationObserver =
-    std::function<void(int32_t layer, LinearInput input, const float* x, int64_t n_tokens, int64_t cols)>;
+// expert: -1 for the layer's own matrices (an MoE layer's kFfn is the input its router and
+// shared expert read, its kFfnDown the shared expert's), else the expert whose gate/up
+// (kFfn) or down (kFfnDown) read these rows: the tokens routed to it.
+using ActivationObserver = std::function<void(int32_t layer, LinearInput input, const float* x, int64_t n_tokens,
+                                              int64_t cols, int32_t expert)>;
 
 class Model {
  public:

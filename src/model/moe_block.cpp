@@ -23,7 +23,7 @@ void Model::moe_block(int32_t l, int64_t n) {
   const int64_t E = c.n_embd, F = c.n_ff_exp, X = c.n_expert;
   const int32_t k = c.n_expert_used;
   const float* in = L.ffn_norm != nullptr ? xn_.data() : x_.data();
-  if (observer_) observer_(l, LinearInput::kFfn, in, n, E);
+  if (observer_) observer_(l, LinearInput::kFfn, in, n, E, -1);
 
   // Routing: the router's logits, each token's k experts and weights, then the rows of
   // each expert's block (tokens in order within an expert).
@@ -60,7 +60,14 @@ void Model::moe_block(int32_t l, int64_t n) {
   }
   matmul_jobs(moe_jobs_, pool);
   for_each_token(pool, n * k, F, [&](int64_t r) { swiglu(&moe_gate_[r * F], &moe_up_[r * F], F); });
-  if (observer_) observer_(l, LinearInput::kFfnDown, moe_gate_.data(), n * k, F);
+  if (observer_) {
+    for (int64_t e = 0; e < X; ++e) {
+      const int64_t r0 = moe_offsets_[e], count = moe_offsets_[e + 1] - r0;
+      if (count == 0) continue;
+      observer_(l, LinearInput::kFfn, &moe_x_[r0 * E], count, E, static_cast<int32_t>(e));
+      observer_(l, LinearInput::kFfnDown, &moe_gate_[r0 * F], count, F, static_cast<int32_t>(e));
+    }
+  }
   moe_jobs_.clear();
   for (int64_t e = 0; e < X; ++e) {
     const int64_t r0 = moe_offsets_[e], count = moe_offsets_[e + 1] - r0;
@@ -76,6 +83,7 @@ void Model::moe_block(int32_t l, int64_t n) {
     float* ys[] = {gate_.data(), up_.data()};
     matmul_shared_input(ws, in, n, ys, pool);
     for_each_token(pool, n, S, [&](int64_t t) { swiglu(&gate_[t * S], &up_[t * S], S); });
+    if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, S, -1);
     matmul(L.down_shexp, gate_.data(), n, proj_.data(), pool);
   }
   // Each token's experts summed in the order they were selected (llama.cpp's order), then

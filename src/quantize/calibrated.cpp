@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <tuple>
 #include <regex>
 
 #include "kernels/matmul/matmul.h"
@@ -10,6 +12,7 @@
 #include "quant/awq.h"
 #include "quant/block_grid.h"
 #include "quant/formats.h"
+#include "quant/quantize_matrix.h"
 #include "quant/w8a8.h"
 
 namespace pagoda {
@@ -42,15 +45,24 @@ std::string layer_tensor(int32_t layer, const char* what) { return fmt::format("
 
 bool layer_matrix_input(const std::string& name, int32_t* layer, LinearInput* input) {
   static const std::regex re(
-      R"(blk\.(\d+)\.(attn_q|attn_k|attn_v|attn_qkv|attn_output|ffn_gate|ffn_up|ffn_down)\.weight)");
+      R"(blk\.(\d+)\.(attn_q|attn_k|attn_v|attn_qkv|attn_output|ffn_gate|ffn_up|ffn_down|ffn_gate_shexp|ffn_up_shexp|ffn_down_shexp)\.weight)");
   std::smatch m;
   if (!std::regex_match(name, m, re)) return false;
   *layer = std::stoi(m[1].str());
   const std::string w = m[2].str();
-  *input = w == "attn_output" ? LinearInput::kAttentionOutput
-           : w == "ffn_down"  ? LinearInput::kFfnDown
-           : (w == "ffn_gate" || w == "ffn_up") ? LinearInput::kFfn
-                                                : LinearInput::kAttention;
+  *input = w == "attn_output"                          ? LinearInput::kAttentionOutput
+           : w.starts_with("ffn_down")                   ? LinearInput::kFfnDown
+           : w.starts_with("ffn_gate") || w.starts_with("ffn_up") ? LinearInput::kFfn
+                                                          : LinearInput::kAttention;
+  return true;
+}
+
+bool expert_matrix_input(const std::string& name, int32_t* layer, LinearInput* input) {
+  static const std::regex re(R"(blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight)");
+  std::smatch m;
+  if (!std::regex_match(name, m, re)) return false;
+  *layer = std::stoi(m[1].str());
+  *input = m[2].str() == "down" ? LinearInput::kFfnDown : LinearInput::kFfn;
   return true;
 }
 
@@ -77,10 +89,48 @@ Result<std::unique_ptr<CalibratedQuantizer>> CalibratedQuantizer::create(QuantMe
   q->stats_ = std::move(st.value());
   q->report_.push_back(fmt::format("calibration: {} tokens of {} in {:.1f} s", q->stats_.tokens, options.text_path,
                                    q->stats_.seconds));
+  if (o.hessian) q->report_experts();
   if (o.samples) {
     if (Status s = q->run_awq(source, type_of); !s.is_ok()) return s;
   }
   return q;
+}
+
+void CalibratedQuantizer::report_experts() {
+  for (size_t l = 0; l < stats_.experts.size(); ++l) {
+    std::vector<int64_t> seen;
+    for (const auto& e : stats_.experts[l]) seen.push_back(e[static_cast<size_t>(LinearInput::kFfn)].tokens);
+    if (seen.empty()) continue;
+    std::vector<int64_t> sorted = seen;
+    std::sort(sorted.begin(), sorted.end());
+    const auto none = std::count(seen.begin(), seen.end(), int64_t{0});
+    report_.push_back(fmt::format("GPTQ: layer {:2}: {} experts calibrated on the tokens routed to each: min {}, median {}, "
+                                  "max {} tokens{}",
+                                  l, seen.size(), sorted.front(), sorted[sorted.size() / 2], sorted.back(),
+                                  none > 0 ? fmt::format("; {} saw none and are rounded to nearest", none) : std::string()));
+  }
+}
+
+Status CalibratedQuantizer::gptq(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key, const std::string& name,
+                                 const float* w, int64_t rows, DType t, void* dst) {
+  const int64_t cols = in.cols;
+  auto it = factors_.find(key);
+  if (it == factors_.end()) {
+    if (auto sc = awq_scales_.find({std::get<0>(key), std::get<1>(key)}); std::get<2>(key) < 0 && sc != awq_scales_.end()) {
+      // The matrix was scaled by s per input channel and its input divided by s.
+      const std::vector<float>& s = sc->second;
+      for (int64_t i = 0; i < cols; ++i)
+        for (int64_t j = 0; j < cols; ++j) in.hessian[static_cast<size_t>(i * cols + j)] /= s[static_cast<size_t>(i)] * s[static_cast<size_t>(j)];
+      awq_scales_.erase(sc);
+    }
+    auto f = gptq_factor(in.hessian.data(), cols);
+    if (!f) return error("{}: {}", name, f.status().message());
+    std::vector<float>().swap(in.hessian);  // the factor replaces it
+    it = factors_.emplace(key, std::move(f.value())).first;
+  }
+  work_.assign(w, w + rows * cols);  // GPTQ moves the values it has not quantized yet
+  gptq_quantize(t, it->second, work_.data(), rows, dst, pool_);
+  return Status::ok();
 }
 
 const std::vector<float>* CalibratedQuantizer::replacement(const std::string& name) const {
@@ -219,26 +269,30 @@ Result<bool> CalibratedQuantizer::quantize(const std::string& name, const float*
     return false;
   int32_t layer = 0;
   LinearInput input{};
+  if (expert_matrix_input(name, &layer, &input) && layer >= 0 && static_cast<size_t>(layer) < stats_.experts.size()) {
+    // Each expert's slice on the tokens routed to it; one that saw none rounds to nearest.
+    auto& experts = stats_.experts[static_cast<size_t>(layer)];
+    const auto n_expert = static_cast<int64_t>(experts.size());
+    if (n_expert == 0 || rows % n_expert != 0) return false;
+    const int64_t r = rows / n_expert;
+    const size_t slice_bytes = row_bytes(t, cols) * static_cast<size_t>(r);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      InputStats& in = experts[static_cast<size_t>(e)][static_cast<size_t>(input)];
+      const float* we = w + e * r * cols;
+      void* de = static_cast<uint8_t*>(dst) + static_cast<size_t>(e) * slice_bytes;
+      if (in.cols != cols || in.tokens == 0) {
+        quantize_matrix(t, we, r, cols, de, pool_);
+        continue;
+      }
+      PAGODA_TRY(gptq(in, {layer, static_cast<int32_t>(input), static_cast<int32_t>(e)}, name, we, r, t, de));
+    }
+    return true;
+  }
   if (!layer_matrix_input(name, &layer, &input) || layer < 0 || static_cast<size_t>(layer) >= stats_.layers.size())
     return false;
   InputStats& in = stats_.layers[static_cast<size_t>(layer)][static_cast<size_t>(input)];
   if (in.cols != cols) return false;
-  const auto key = std::pair{layer, static_cast<int32_t>(input)};
-  auto it = factors_.find(key);
-  if (it == factors_.end()) {
-    if (auto sc = awq_scales_.find(key); sc != awq_scales_.end()) {
-      // The matrix was scaled by s per input channel and its input divided by s.
-      const std::vector<float>& s = sc->second;
-      for (int64_t i = 0; i < cols; ++i)
-        for (int64_t j = 0; j < cols; ++j) in.hessian[static_cast<size_t>(i * cols + j)] /= s[static_cast<size_t>(i)] * s[static_cast<size_t>(j)];
-      awq_scales_.erase(sc);
-    }
-    auto f = gptq_factor(in.hessian.data(), cols);
-    if (!f) return error("{}: {}", name, f.status().message());
-    it = factors_.emplace(key, std::move(f.value())).first;
-  }
-  work_.assign(w, w + rows * cols);  // GPTQ moves the values it has not quantized yet
-  gptq_quantize(t, it->second, work_.data(), rows, dst, pool_);
+  PAGODA_TRY(gptq(in, {layer, static_cast<int32_t>(input), -1}, name, w, rows, t, dst));
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/status.h"
@@ -49,20 +50,29 @@ class CalibratedQuantizer {
  private:
   CalibratedQuantizer(QuantMethod method, ThreadPool& pool) : method_(method), pool_(pool) {}
   Status run_awq(const GgufFile& source, const TensorTypeFn& type_of);
+  // One line per MoE layer: how many calibration tokens its experts saw.
+  void report_experts();
+  // GPTQ of rows x in.cols floats at w with in's Hessian; key: (layer, input, expert or -1),
+  // whose factor the matrices sharing the input reuse.
+  Status gptq(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key, const std::string& name, const float* w,
+              int64_t rows, DType t, void* dst);
 
   QuantMethod method_;
   ThreadPool& pool_;
   CalibrationStats stats_;
   std::map<std::string, std::vector<float>> replaced_;
-  std::map<std::pair<int32_t, int32_t>, GptqFactor> factors_;
+  std::map<std::tuple<int32_t, int32_t, int32_t>, GptqFactor> factors_;
   std::map<std::pair<int32_t, int32_t>, std::vector<float>> awq_scales_;  // per (layer, input), when not all 1
   std::vector<std::string> report_;
   std::vector<float> work_;  // GPTQ's copy of the matrix being quantized
 };
 
 // Which layer and shared input a tensor name belongs to ("blk.3.ffn_up.weight" -> 3,
-// kFfn); false for tensors outside the layers' linear maps.
+// kFfn; a shared expert's like the dense FFN's); false for tensors outside the layers'
+// linear maps.
 bool layer_matrix_input(const std::string& name, int32_t* layer, LinearInput* input);
+// The same for an MoE layer's 3-D expert tensors ("blk.3.ffn_down_exps.weight" -> 3, kFfnDown).
+bool expert_matrix_input(const std::string& name, int32_t* layer, LinearInput* input);
 
 // Float rows of a 2-D F32/F16/BF16 (or any dequantizable) tensor.
 std::vector<float> tensor_as_float(const GgufTensor& t);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/system_memory.h"
 #include "base/timer.h"
 #include "kernels/matmul/matmul.h"
 #include "model/kv_cache.h"
@@ -67,13 +68,30 @@ Result<CalibrationStats> collect_calibration(const GgufFile& file, const Calibra
 
   CalibrationStats st;
   st.layers.resize(static_cast<size_t>(c.n_layer));
+  if (c.is_moe()) {
+    st.experts.assign(static_cast<size_t>(c.n_layer), std::vector<std::array<InputStats, kNumLinearInputs>>(
+                                                           static_cast<size_t>(c.n_expert)));
+    if (o.hessian) {
+      // A Hessian per expert and input: say so before running rather than run out of memory.
+      const double per_layer = static_cast<double>(c.n_expert) *
+                               (static_cast<double>(c.n_embd) * c.n_embd + static_cast<double>(c.n_ff_exp) * c.n_ff_exp);
+      const double need = per_layer * c.n_layer * sizeof(float);
+      const double avail = static_cast<double>(available_memory_bytes());
+      if (avail > 0 && need > 0.8 * avail)
+        return error("GPTQ on this model keeps a Hessian per expert and input: {:.1f} GiB, and {:.1f} GiB of memory is "
+                     "available; use --method awq or rtn",
+                     need / (1 << 30), avail / (1 << 30));
+    }
+  }
   const int64_t total = chunks * ctx;
   // Keep every stride-th token row (up to sample_rows) as AWQ's evaluation set.
   const int64_t stride = std::max<int64_t>(1, total / std::max(1, o.sample_rows));
   int64_t chunk_base = 0;  // token index of the current forward call's first row
   std::vector<float> xt, gram;
-  m.set_activation_observer([&](int32_t layer, LinearInput input, const float* x, int64_t n, int64_t cols) {
-    InputStats& s = st.layers[static_cast<size_t>(layer)][static_cast<size_t>(input)];
+  m.set_activation_observer([&](int32_t layer, LinearInput input, const float* x, int64_t n, int64_t cols,
+                                int32_t expert) {
+    InputStats& s = expert < 0 ? st.layers[static_cast<size_t>(layer)][static_cast<size_t>(input)]
+                               : st.experts[static_cast<size_t>(layer)][static_cast<size_t>(expert)][static_cast<size_t>(input)];
     if (s.cols == 0) {
       s.cols = cols;
       s.abs_sum.assign(static_cast<size_t>(cols), 0.0);
@@ -83,7 +101,7 @@ Result<CalibrationStats> collect_calibration(const GgufFile& file, const Calibra
     s.tokens += n;
     for (int64_t t = 0; t < n; ++t)
       for (int64_t ch = 0; ch < cols; ++ch) s.abs_sum[static_cast<size_t>(ch)] += std::fabs(x[t * cols + ch]);
-    if (o.samples)
+    if (o.samples && expert < 0)  // AWQ searches the layers' own groups only
       for (int64_t t = 0; t < n && s.sample_count < o.sample_rows; ++t)
         if ((chunk_base + t) % stride == 0) {
           s.sample.insert(s.sample.end(), x + t * cols, x + (t + 1) * cols);

@@ -39,12 +39,16 @@ struct InputStats {
 
 struct CalibrationStats {
   std::vector<std::array<InputStats, kNumLinearInputs>> layers;
+  // An MoE model's experts, [layer][expert]: the rows routed to each (kFfn: its gate/up's
+  // input, kFfnDown: its down's); empty for a dense model.
+  std::vector<std::vector<std::array<InputStats, kNumLinearInputs>>> experts;
   int64_t tokens = 0;
   double seconds = 0;
 };
 
 // Loads the model from `file` (F32/F16/BF16 weights), tokenizes the text and runs it in
-// chunks. Fails on a text too short for one chunk or a model that does not load.
+// chunks. Fails on a text too short for one chunk, a model that does not load, or GPTQ
+// Hessians (one per input, and per expert of an MoE model) that do not fit in memory.
 Result<CalibrationStats> collect_calibration(const GgufFile& file, const CalibrationOptions& options, ThreadPool& pool);
 
 }  // namespace pagoda
