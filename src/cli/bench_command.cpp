@@ -129,18 +129,32 @@ int run_bench(const BenchArgs& a) {
   auto report = [&](const char* test, int32_t n, const std::function<double()>& fn) {
     if (n <= 0) return;
     fn();  // warm-up: page in the weights, size the scratch buffers
+    engine.model().reset_moe_stats();  // the expert statistics of the timed runs only
     std::vector<double> runs;
     for (int32_t r = 0; r < a.reps; ++r) runs.push_back(fn());
     const Summary s = summarize(runs);
     const std::string name = depth > 0 ? fmt::format("{}{} @ d{}", test, n, depth) : fmt::format("{}{}", test, n);
+    const MoeStats& moe = engine.model().moe_stats();
     if (a.json) {
-      out.push_back({{"model", a.model}, {"test", name}, {"n_depth", depth}, {"threads", pool.num_threads()},
-                     {"tokens_per_second_median", s.median}, {"tokens_per_second_mean", s.mean},
-                     {"tokens_per_second_stdev", s.stdev}, {"runs", runs}});
+      nlohmann::json j = {{"model", a.model}, {"test", name}, {"n_depth", depth}, {"threads", pool.num_threads()},
+                          {"tokens_per_second_median", s.median}, {"tokens_per_second_mean", s.mean},
+                          {"tokens_per_second_stdev", s.stdev}, {"runs", runs}};
+      if (moe.enabled()) j["moe"] = nlohmann::json::parse(moe.to_json());
+      out.push_back(std::move(j));
     } else {
       fmt::print("| {:<40} | {:>6.0f} MiB | {:>7} | {:>13} | {:>10.2f} ± {:>6.2f} | {:>10.2f} |\n",
                  m.config().arch_name, m.weight_bytes() / 1048576.0, pool.num_threads(), name, s.mean, s.stdev,
                  s.median);
+      if (moe.enabled()) {
+        double worst = 0, active = 0;
+        for (int32_t l = 0; l < moe.n_layer(); ++l) {
+          const MoeLayerSummary ls = moe.summary(l);
+          worst = std::max(worst, ls.imbalance);
+          active += ls.active_share / moe.n_layer();
+        }
+        fmt::print("|   experts: routing {:.2f}% of step time, worst layer imbalance {:.2f}, mean active share {:.0f}%\n",
+                   100.0 * moe.routing_share(), worst, 100.0 * active);
+      }
     }
   };
   try {

@@ -115,7 +115,7 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
 // One step: the expert statistics count it (and its time) when the model has experts.
 void Model::run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
                       bool all_logits) {
-  if (!config_.is_moe()) {
+  if (!config_.is_moe() || !moe_stats_on_) {
     run_batch(tokens, seqs, kv, logits, all_logits);
     return;
   }

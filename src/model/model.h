@@ -130,6 +130,8 @@ class Model {
   std::vector<BatchSeq> pieces_;
   ActivationObserver observer_;
   RoutingObserver routing_observer_;
+  // PAGODA_MOE_STATS=0 turns the expert statistics off, only to measure what they cost.
+  bool moe_stats_on_ = true;
 };
 
 }  // namespace pagoda

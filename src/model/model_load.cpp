@@ -1,6 +1,8 @@
 // Loading: config, architecture hooks, weight binding.
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string_view>
 #include <tuple>
 
 #include "base/log.h"
@@ -162,6 +164,8 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
   m->config_.rope.freq_factors = m->weights_.rope_freqs;
   m->reset_moe_stats();
+  if (const char* env = std::getenv("PAGODA_MOE_STATS"); env != nullptr && std::string_view(env) == "0")
+    m->moe_stats_on_ = false;
   // llama.cpp's context is the trained one unless asked otherwise; the engine re-chooses
   // for its own (Engine::create).
   m->set_context_length(m->config_.n_ctx_train);

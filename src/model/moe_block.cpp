@@ -27,7 +27,8 @@ void Model::moe_block(int32_t l, int64_t n) {
 
   // Routing: the router's logits, each token's k experts and weights, then the rows of
   // each expert's block (tokens in order within an expert).
-  const auto t0 = std::chrono::steady_clock::now();
+  const bool stats = moe_stats_on_;
+  const auto t0 = stats ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   matmul(L.router, in, n, router_logits_.data(), pool);
   for_each_token(pool, n, X, [&](int64_t t) {
     route_token(&router_logits_[t * X], static_cast<int32_t>(X), k, c.expert_norm_weights, &moe_ids_[t * k],
@@ -37,7 +38,7 @@ void Model::moe_block(int32_t l, int64_t n) {
   moe_offsets_.assign(static_cast<size_t>(X) + 1, 0);
   for (int64_t i = 0; i < n * k; ++i) ++moe_offsets_[moe_ids_[i] + 1];
   for (int64_t e = 0; e < X; ++e) {
-    if (moe_offsets_[e + 1] > 0) moe_stats_.count(l, static_cast<int32_t>(e), static_cast<uint64_t>(moe_offsets_[e + 1]));
+    if (stats && moe_offsets_[e + 1] > 0) moe_stats_.count(l, static_cast<int32_t>(e), static_cast<uint64_t>(moe_offsets_[e + 1]));
     moe_offsets_[e + 1] += moe_offsets_[e];
   }
   {
@@ -45,7 +46,7 @@ void Model::moe_block(int32_t l, int64_t n) {
     next.assign(moe_offsets_.begin(), moe_offsets_.end() - 1);
     for (int64_t i = 0; i < n * k; ++i) moe_rows_[i] = next[moe_ids_[i]]++;
   }
-  moe_stats_.add_routing_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (stats) moe_stats_.add_routing_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   for_each_token(pool, n, k * E, [&](int64_t t) {
     for (int32_t j = 0; j < k; ++j) std::memcpy(&moe_x_[moe_rows_[t * k + j] * E], &in[t * E], sizeof(float) * E);
   });
