@@ -76,6 +76,9 @@ const std::vector<AwqGroupSpec>& dense_awq_groups() {
 
 std::vector<AwqGroupSpec> awq_groups(const ArchSpec& arch, int64_t n_head, int64_t n_head_kv) {
   std::vector<AwqGroupSpec> groups = arch.awq_groups();
+  // An MoE layer's FFN is experts, which AWQ does not scale (docs/moe.md#quantization).
+  if (arch.moe.required)
+    std::erase_if(groups, [](const AwqGroupSpec& g) { return g.input == LinearInput::kFfn || g.input == LinearInput::kFfnDown; });
   // The attention output's channels are V's rows only when every query head has its own
   // KV head; with grouped KV heads a V row feeds several output channels. (A fused QKV
   // matrix has no V tensor of its own to fold into.)

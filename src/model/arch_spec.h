@@ -133,7 +133,8 @@ std::string arch_names();
 // The architectures whose layers may be experts: "llama, qwen2moe, ...".
 std::string moe_arch_names();
 
-// The groups AWQ uses for a model of `arch` with these head counts.
+// The groups AWQ uses for a model of `arch` with these head counts (no FFN groups for an
+// architecture whose layers are always experts).
 std::vector<AwqGroupSpec> awq_groups(const ArchSpec& arch, int64_t n_head, int64_t n_head_kv);
 
 }  // namespace pagoda

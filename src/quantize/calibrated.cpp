@@ -144,7 +144,13 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
   const int64_t n_head_kv = source.get_int(arch + ".attention.head_count_kv").value_or(n_head);
   const ArchSpec* spec = find_arch(arch);
   if (spec == nullptr) return error("AWQ: architecture '{}' is not supported ({})", arch, arch_names());
-  const std::vector<AwqGroupSpec> groups = awq_groups(*spec, n_head, n_head_kv);
+  std::vector<AwqGroupSpec> groups = awq_groups(*spec, n_head, n_head_kv);
+  if (source.get_int(arch + ".expert_count").value_or(0) > 0) {
+    std::erase_if(groups, [](const AwqGroupSpec& g) { return g.input == LinearInput::kFfn || g.input == LinearInput::kFfnDown; });
+    report_.push_back(fmt::format("AWQ: {}'s FFNs are experts, which share their input norm with the router and every "
+                                  "other expert: AWQ scales the attention groups only; the experts are {}",
+                                  arch, method_ == QuantMethod::kAwqGptq ? "left to GPTQ" : "rounded to nearest"));
+  }
   if (spec->tensors.no_pre_norms)
     report_.push_back(fmt::format("AWQ: {} has no norm before q,k,v and gate,up (they read the residual stream), so no "
                                   "scale can fold there: those matrices are {}",

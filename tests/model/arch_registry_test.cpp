@@ -48,6 +48,7 @@ TEST_P(ArchSpecTest, RandomModelLoadsWithExactlyTheSpecsTensors) {
   s.arch = GetParam();
   s.layers = 6;
   s.sliding_window = 4;
+  if (GetParam() == "olmoe") s.kv_heads = s.heads;  // its K norm spans n_embd, as llama.cpp sizes it
   ASSERT_TRUE(write_random_model(s, path.string()).is_ok());
   auto file = GgufFile::open(path.string());
   ASSERT_TRUE(file.is_ok()) << file.status().message();
@@ -73,7 +74,20 @@ TEST_P(ArchSpecTest, RandomModelLoadsWithExactlyTheSpecsTensors) {
     EXPECT_EQ(L.b_up != nullptr, set.linear_bias);
     EXPECT_EQ(L.b_down != nullptr, set.linear_bias);
     EXPECT_EQ(L.b_gate, nullptr);
-    EXPECT_EQ(L.gate.empty(), set.ungated_ffn);
+    // An MoE layer (every layer of an architecture that requires experts) has experts in
+    // place of the dense FFN, and a shared expert when the spec says so.
+    const ModelConfig& c = m.config();
+    EXPECT_EQ(c.is_moe(), spec->moe.required);
+    if (c.is_moe()) {
+      EXPECT_TRUE(L.gate.empty() && L.up.empty() && L.down.empty());
+      EXPECT_EQ(L.router.rows, c.n_expert);
+      EXPECT_EQ(L.gate_exps.size(), static_cast<size_t>(c.n_expert));
+      EXPECT_EQ(L.down_exps.size(), static_cast<size_t>(c.n_expert));
+      EXPECT_EQ(L.shexp_gate != nullptr, spec->moe.shared_expert);
+      EXPECT_EQ(!L.gate_shexp.empty(), spec->moe.shared_expert);
+    } else {
+      EXPECT_EQ(L.gate.empty(), set.ungated_ffn);
+    }
   }
   EXPECT_EQ(m.weights().output_norm_b != nullptr, set.norm_bias);
   EXPECT_EQ(m.weights().output.data == m.weights().tok_embd.data, spec->tied_output);
