@@ -174,3 +174,25 @@ def test_bad_options_are_clear_errors(pagoda, models, tmp_path):
     assert rc == 1 and err.startswith("error:"), err
     rc, out, err = pagoda("plan", "-m", models["llama"], "--memory-budget", "lots")
     assert rc == 1 and "lots" in err, err
+
+
+def test_moe_decode_reads_the_experts_a_token_touches(pagoda, pagoda_bin, tmp_path):
+    """An MoE model's decode step reads its k experts per layer, not all of them; a batch
+    touches more (all of them once the batch is wide), and predicted decode is that much
+    faster than the total bytes would say."""
+    path = tmp_path / "moe.gguf"
+    r = subprocess.run([str(pagoda_bin("pagoda-gen-model")), "--arch", "qwen3moe", "--type", "Q8_0", "--dim", "256",
+                        "--layers", "2", "--ff", "512", "--experts", "16", "--experts-used", "2", "--vocab", "2048",
+                        "-o", str(path)], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    from gguf import GGUFReader
+    sizes = {t.name: int(t.n_bytes) for t in GGUFReader(str(path)).tensors}
+    experts = sum(v for k, v in sizes.items() if k.endswith("_exps.weight"))
+    dense = sum(v for k, v in sizes.items() if not k.endswith("_exps.weight") and k != "token_embd.weight"
+                and ".weight" in k and "norm" not in k)
+    plan = plan_json(pagoda, path, "--hardware", "laptop-ddr5-8c", "--max-num-seqs", 64)
+    one, wide = plan["speed"], plan["batch_speed"]
+    want = dense + experts * 2 / 16
+    # Panels add a few percent over the file's bytes.
+    assert want * 0.97 < one["weight_bytes_per_step"] < want * 1.08, (one["weight_bytes_per_step"], want)
+    assert wide["weight_bytes_per_step"] > 0.97 * (dense + experts)

@@ -87,6 +87,22 @@ def test_sliding_window_blocks_released_or_kept_give_the_same_tokens(pagoda, gen
     assert held == pytest.approx(full * (128 * 2 + 5 * 34 * 2) / (128 * 12), rel=0.01), out
 
 
+def test_inspect_reports_active_parameters_of_an_moe_model(pagoda, pagoda_bin, tmp_path):
+    model = tmp_path / "moe.gguf"
+    r = subprocess.run([str(pagoda_bin("pagoda-gen-model")), "--arch", "olmoe", "--kv-heads", "4", "--experts", "8",
+                        "--experts-used", "2", "-o", str(model)], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    rc, out, err = pagoda("inspect", model)
+    assert rc == 0, err
+    reader = GGUFReader(str(model))
+    total = sum(int(t.n_elements) for t in reader.tensors)
+    experts = sum(int(t.n_elements) for t in reader.tensors if t.name.endswith("_exps.weight"))
+    m = re.search(r"experts: 8 per layer, 2 per token, each ffn 128 \| parameters ([0-9.]+)M total, ([0-9.]+)M active", out)
+    assert m, out
+    assert float(m.group(1)) == pytest.approx(total / 1e6, abs=0.06)
+    assert float(m.group(2)) == pytest.approx((total - experts + experts * 2 / 8) / 1e6, abs=0.06)
+
+
 @pytest.mark.parametrize("arch,fmt", [("gemma3", "Q8_0"), ("qwen2", "Q4_0"), ("llama", "F16")])
 def test_inspect_reports_arch_formats_params(pagoda, gen_model, arch, fmt):
     model = gen_model(arch, fmt)
