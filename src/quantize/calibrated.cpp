@@ -116,7 +116,7 @@ Status CalibratedQuantizer::gptq(InputStats& in, const std::tuple<int32_t, int32
   const int64_t cols = in.cols;
   auto it = factors_.find(key);
   if (it == factors_.end()) {
-    if (auto sc = awq_scales_.find({std::get<0>(key), std::get<1>(key)}); std::get<2>(key) < 0 && sc != awq_scales_.end()) {
+    if (auto sc = awq_scales_.find(key); sc != awq_scales_.end()) {
       // The matrix was scaled by s per input channel and its input divided by s.
       const std::vector<float>& s = sc->second;
       for (int64_t i = 0; i < cols; ++i)
@@ -138,6 +138,76 @@ const std::vector<float>* CalibratedQuantizer::replacement(const std::string& na
   return it == replaced_.end() ? nullptr : &it->second;
 }
 
+// One AWQ group: matrices reading one input (rows x in.cols floats each, to be written in
+// their types) and the tensor producing that input (a norm vector of in.cols values, or
+// in.cols rows of a matrix) with its optional bias. Searches the channel scales on the
+// input's sample, applies them (matrices times s, fold and bias divided by s) and returns
+// the scales (empty: alpha 0, nothing changed) and the share of the loss saved.
+std::vector<float> CalibratedQuantizer::search_group(const InputStats& in, const std::vector<AwqMatrix>& mats,
+                                                     std::span<float> fold, bool fold_rows, std::span<float> bias,
+                                                     double* saved) {
+  const int64_t cols = in.cols, n = in.sample_count;
+  // Reference outputs of the unquantized matrices on the sample.
+  std::vector<std::vector<float>> ref(mats.size());
+  for (size_t i = 0; i < mats.size(); ++i) {
+    ref[i].resize(static_cast<size_t>(n * mats[i].rows));
+    matmul(view_of(DType::F32, mats[i].rows, cols, mats[i].data), in.sample.data(), n, ref[i].data(), pool_);
+  }
+  std::vector<float> xs(in.sample.size()), ws, y, row_scales;
+  auto loss = [&](std::span<const float> s) {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < cols; ++c) xs[static_cast<size_t>(t * cols + c)] = in.sample[static_cast<size_t>(t * cols + c)] / s[static_cast<size_t>(c)];
+    double total = 0;
+    for (size_t i = 0; i < mats.size(); ++i) {
+      const int64_t r = mats[i].rows;
+      ws.resize(static_cast<size_t>(r * cols));
+      for (int64_t k = 0; k < r; ++k)
+        for (int64_t c = 0; c < cols; ++c) ws[static_cast<size_t>(k * cols + c)] = mats[i].data[k * cols + c] * s[static_cast<size_t>(c)];
+      const DType type = mats[i].type;
+      const size_t rb = row_bytes(type, cols);
+      AlignedBytes q(rb * static_cast<size_t>(r));
+      row_scales.resize(static_cast<size_t>(r));
+      pool_.parallel_for(r, 8, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t k = r0; k < r1; ++k) {
+          const float* src = ws.data() + k * cols;
+          uint8_t* dst = q.p + static_cast<size_t>(k) * rb;
+          if (type == DType::I8) row_scales[static_cast<size_t>(k)] = quantize_row_w8a8(src, reinterpret_cast<int8_t*>(dst), cols);
+          else quantize_row(type, src, dst, cols);
+        }
+      });
+      WeightView view = view_of(type, r, cols, q.p);
+      if (type == DType::I8) view.row_scales = row_scales.data();  // W8A8
+      y.resize(static_cast<size_t>(n * r));
+      matmul(view, xs.data(), n, y.data(), pool_);
+      for (size_t k = 0; k < y.size(); ++k) {
+        const double d = static_cast<double>(y[k]) - ref[i][k];
+        total += d * d;
+      }
+    }
+    return total;
+  };
+  const std::vector<float> mean_abs = in.mean_abs();
+  AwqChoice choice = awq_search(mean_abs, kAwqGrid, loss);
+  *saved = choice.loss_rtn > 0 ? 1.0 - choice.loss / choice.loss_rtn : 0.0;
+  last_alpha_ = choice.alpha;
+  if (choice.alpha == 0.0f) return {};
+  const std::vector<float>& sc = choice.scales;
+  for (const AwqMatrix& m : mats)
+    for (int64_t k = 0; k < m.rows; ++k)
+      for (int64_t c = 0; c < cols; ++c) m.data[k * cols + c] *= sc[static_cast<size_t>(c)];
+  if (fold_rows) {
+    const int64_t fold_cols = static_cast<int64_t>(fold.size()) / cols;
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t j = 0; j < fold_cols; ++j) fold[static_cast<size_t>(c * fold_cols + j)] /= sc[static_cast<size_t>(c)];
+  } else {
+    for (int64_t c = 0; c < cols; ++c) fold[static_cast<size_t>(c)] /= sc[static_cast<size_t>(c)];
+  }
+  // Channel c of the input is the fold's row (or norm value) c plus its bias c: a
+  // LayerNorm's bias or a biased V's scales with it.
+  for (int64_t c = 0; c < static_cast<int64_t>(bias.size()); ++c) bias[static_cast<size_t>(c)] /= sc[static_cast<size_t>(c)];
+  return choice.scales;
+}
+
 Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& type_of) {
   const std::string arch = source.get_string("general.architecture").value_or("llama");
   const int64_t n_head = source.get_int(arch + ".attention.head_count").value_or(0);
@@ -145,10 +215,12 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
   const ArchSpec* spec = find_arch(arch);
   if (spec == nullptr) return error("AWQ: architecture '{}' is not supported ({})", arch, arch_names());
   std::vector<AwqGroupSpec> groups = awq_groups(*spec, n_head, n_head_kv);
-  if (source.get_int(arch + ".expert_count").value_or(0) > 0) {
+  const bool moe = !stats_.experts.empty();
+  if (moe) {
     std::erase_if(groups, [](const AwqGroupSpec& g) { return g.input == LinearInput::kFfn || g.input == LinearInput::kFfnDown; });
-    report_.push_back(fmt::format("AWQ: {}'s FFNs are experts, which share their input norm with the router and every "
-                                  "other expert: AWQ scales the attention groups only; the experts are {}",
+    report_.push_back(fmt::format("AWQ: {}'s experts' gate/up share their input norm with the router and every other "
+                                  "expert, so no scale folds there: they are {}; each expert's down is searched on "
+                                  "the tokens routed to it and folds into that expert's up",
                                   arch, method_ == QuantMethod::kAwqGptq ? "left to GPTQ" : "rounded to nearest"));
   }
   if (spec->tensors.no_pre_norms)
@@ -163,6 +235,10 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
     if (t == nullptr) return nullptr;
     return &(replaced_[name] = tensor_as_float(*t));
   };
+  auto writable = [&](const GgufTensor* t, int64_t cols, DType* type) {
+    *type = type_of(*t);
+    return (can_quantize(*type) || *type == DType::I8) && cols % dtype_info(*type).block_size == 0;
+  };
   double saved_sum = 0;
   int searched = 0;
   for (size_t l = 0; l < stats_.layers.size(); ++l) {
@@ -171,89 +247,62 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
       const InputStats& in = stats_.layers[l][static_cast<size_t>(g.input)];
       const int64_t cols = in.cols, n = in.sample_count;
       if (cols == 0 || n == 0) continue;
-      std::vector<std::vector<float>*> mats;
-      std::vector<int64_t> rows;
-      std::vector<DType> types;
+      std::vector<AwqMatrix> mats;
       for (const char* m : g.mats) {
         const GgufTensor* t = source.find_tensor(layer_tensor(layer, m));
-        if (t == nullptr || t->shape.empty() || t->shape[0] != cols) break;
-        const DType type = type_of(*t);
-        if (!(can_quantize(type) || type == DType::I8) || cols % dtype_info(type).block_size != 0) break;
+        DType type{};
+        if (t == nullptr || t->shape.empty() || t->shape[0] != cols || !writable(t, cols, &type)) break;
         std::vector<float>* w = current(t->name);
-        mats.push_back(w);
-        rows.push_back(static_cast<int64_t>(w->size()) / cols);
-        types.push_back(type);
+        mats.push_back({w->data(), static_cast<int64_t>(w->size()) / cols, type});
       }
       std::vector<float>* fold = current(fmt::format("blk.{}.{}.weight", layer, g.fold));
       if (mats.size() != g.mats.size() || fold == nullptr) continue;
       const auto fold_size = static_cast<int64_t>(fold->size());
       if (g.fold_rows ? fold_size % cols != 0 : fold_size != cols) continue;
-      // Reference outputs of the unquantized matrices on the sample.
-      std::vector<std::vector<float>> ref(mats.size());
-      for (size_t i = 0; i < mats.size(); ++i) {
-        ref[i].resize(static_cast<size_t>(n * rows[i]));
-        matmul(view_of(DType::F32, rows[i], cols, mats[i]->data()), in.sample.data(), n, ref[i].data(), pool_);
-      }
-      std::vector<float> xs(in.sample.size()), ws, y, row_scales;
-      auto loss = [&](std::span<const float> s) {
-        for (int64_t t = 0; t < n; ++t)
-          for (int64_t c = 0; c < cols; ++c) xs[static_cast<size_t>(t * cols + c)] = in.sample[static_cast<size_t>(t * cols + c)] / s[static_cast<size_t>(c)];
-        double total = 0;
-        for (size_t i = 0; i < mats.size(); ++i) {
-          const int64_t r = rows[i];
-          ws.resize(static_cast<size_t>(r * cols));
-          for (int64_t k = 0; k < r; ++k)
-            for (int64_t c = 0; c < cols; ++c) ws[static_cast<size_t>(k * cols + c)] = (*mats[i])[static_cast<size_t>(k * cols + c)] * s[static_cast<size_t>(c)];
-          const DType type = types[i];
-          const size_t rb = row_bytes(type, cols);
-          AlignedBytes q(rb * static_cast<size_t>(r));
-          row_scales.resize(static_cast<size_t>(r));
-          pool_.parallel_for(r, 8, [&](int64_t r0, int64_t r1, int) {
-            for (int64_t k = r0; k < r1; ++k) {
-              const float* src = ws.data() + k * cols;
-              uint8_t* dst = q.p + static_cast<size_t>(k) * rb;
-              if (type == DType::I8) row_scales[static_cast<size_t>(k)] = quantize_row_w8a8(src, reinterpret_cast<int8_t*>(dst), cols);
-              else quantize_row(type, src, dst, cols);
-            }
-          });
-          WeightView view = view_of(type, r, cols, q.p);
-          if (type == DType::I8) view.row_scales = row_scales.data();  // W8A8
-          y.resize(static_cast<size_t>(n * r));
-          matmul(view, xs.data(), n, y.data(), pool_);
-          for (size_t k = 0; k < y.size(); ++k) {
-            const double d = static_cast<double>(y[k]) - ref[i][k];
-            total += d * d;
-          }
-        }
-        return total;
-      };
-      const std::vector<float> mean_abs = in.mean_abs();
-      AwqChoice choice = awq_search(mean_abs, kAwqGrid, loss);
-      const double saved = choice.loss_rtn > 0 ? 1.0 - choice.loss / choice.loss_rtn : 0.0;
+      std::vector<float>* bias = current(fmt::format("blk.{}.{}.bias", layer, g.fold));
+      if (bias != nullptr && static_cast<int64_t>(bias->size()) != cols)
+        return error("AWQ: blk.{}.{}.bias has {} values for {} input channels", layer, g.fold, bias->size(), cols);
+      double saved = 0;
+      std::vector<float> s = search_group(in, mats, *fold, g.fold_rows,
+                                          bias != nullptr ? std::span<float>(*bias) : std::span<float>(), &saved);
       saved_sum += saved;
       ++searched;
       report_.push_back(fmt::format("layer {:2} {:7}: alpha {:.2f}, calibration output error {:+.1f}% vs round to nearest",
-                                    layer, g.label, choice.alpha, -100.0 * saved));
-      if (choice.alpha == 0.0f) continue;
-      const std::vector<float>& s = choice.scales;
-      if (method_ == QuantMethod::kAwqGptq) awq_scales_[{layer, static_cast<int32_t>(g.input)}] = s;
-      for (size_t i = 0; i < mats.size(); ++i)
-        for (int64_t k = 0; k < rows[i]; ++k)
-          for (int64_t c = 0; c < cols; ++c) (*mats[i])[static_cast<size_t>(k * cols + c)] *= s[static_cast<size_t>(c)];
-      if (g.fold_rows) {
-        const int64_t fold_cols = static_cast<int64_t>(fold->size()) / cols;
-        for (int64_t c = 0; c < cols; ++c)
-          for (int64_t j = 0; j < fold_cols; ++j) (*fold)[static_cast<size_t>(c * fold_cols + j)] /= s[static_cast<size_t>(c)];
-      } else {
-        for (int64_t c = 0; c < cols; ++c) (*fold)[static_cast<size_t>(c)] /= s[static_cast<size_t>(c)];
-      }
-      // Channel c of the input is the fold's row (or norm value) c plus its bias c: a
-      // LayerNorm's bias or a biased V's scales with it.
-      if (std::vector<float>* bias = current(fmt::format("blk.{}.{}.bias", layer, g.fold)); bias != nullptr) {
-        if (static_cast<int64_t>(bias->size()) != cols)
-          return error("AWQ: blk.{}.{}.bias has {} values for {} input channels", layer, g.fold, bias->size(), cols);
-        for (int64_t c = 0; c < cols; ++c) (*bias)[static_cast<size_t>(c)] /= s[static_cast<size_t>(c)];
-      }
+                                    layer, g.label, last_alpha_, -100.0 * saved));
+      if (!s.empty() && method_ == QuantMethod::kAwqGptq) awq_scales_[{layer, static_cast<int32_t>(g.input), -1}] = std::move(s);
+    }
+    if (!moe) continue;
+    // Each expert's down, on the rows routed to it, folding into the rows of its own up.
+    const GgufTensor* down = source.find_tensor(layer_tensor(layer, "ffn_down_exps"));
+    const GgufTensor* up = source.find_tensor(layer_tensor(layer, "ffn_up_exps"));
+    auto& experts = stats_.experts[l];
+    DType type{};
+    if (down == nullptr || up == nullptr || down->shape.size() != 3 || experts.empty() ||
+        !writable(down, down->shape[0], &type))
+      continue;
+    const int64_t F = down->shape[0], E = down->shape[1];
+    std::vector<float>* wd = current(down->name);
+    std::vector<float>* wu = current(up->name);
+    double layer_saved = 0;
+    int layer_searched = 0;
+    for (size_t e = 0; e < experts.size(); ++e) {
+      const InputStats& in = experts[e][static_cast<size_t>(LinearInput::kFfnDown)];
+      if (in.cols != F || in.sample_count == 0) continue;
+      const size_t off_d = e * static_cast<size_t>(E * F), off_u = e * static_cast<size_t>(F * E);
+      double saved = 0;
+      std::vector<float> s = search_group(in, {{wd->data() + off_d, E, type}}, std::span<float>(wu->data() + off_u, static_cast<size_t>(F * E)),
+                                          true, {}, &saved);
+      layer_saved += saved;
+      ++layer_searched;
+      if (!s.empty() && method_ == QuantMethod::kAwqGptq)
+        awq_scales_[{layer, static_cast<int32_t>(LinearInput::kFfnDown), static_cast<int32_t>(e)}] = std::move(s);
+    }
+    if (layer_searched > 0) {
+      saved_sum += layer_saved;
+      searched += layer_searched;
+      report_.push_back(fmt::format("layer {:2} down x {} experts: calibration output error {:+.1f}% vs round to nearest "
+                                    "(mean over experts)",
+                                    layer, layer_searched, -100.0 * layer_saved / layer_searched));
     }
   }
   if (searched > 0)
@@ -261,9 +310,13 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
                                   searched, -100.0 * saved_sum / searched));
   if (method_ == QuantMethod::kAwq) {
     stats_.layers.clear();  // nothing more needs the statistics
+    stats_.experts.clear();
   } else {
     for (auto& layer : stats_.layers)
       for (InputStats& in : layer) in.sample = {};
+    for (auto& layer : stats_.experts)
+      for (auto& e : layer)
+        for (InputStats& in : e) in.sample = {};
   }
   return Status::ok();
 }

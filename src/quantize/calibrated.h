@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -49,7 +50,16 @@ class CalibratedQuantizer {
 
  private:
   CalibratedQuantizer(QuantMethod method, ThreadPool& pool) : method_(method), pool_(pool) {}
+  // A matrix of an AWQ group: rows x the input's cols floats (into replaced_), and the
+  // format it will be written in.
+  struct AwqMatrix {
+    float* data;
+    int64_t rows;
+    DType type;
+  };
   Status run_awq(const GgufFile& source, const TensorTypeFn& type_of);
+  std::vector<float> search_group(const InputStats& in, const std::vector<AwqMatrix>& mats, std::span<float> fold,
+                                  bool fold_rows, std::span<float> bias, double* saved);
   // One line per MoE layer: how many calibration tokens its experts saw.
   void report_experts();
   // GPTQ of rows x in.cols floats at w with in's Hessian; key: (layer, input, expert or -1),
@@ -62,7 +72,9 @@ class CalibratedQuantizer {
   CalibrationStats stats_;
   std::map<std::string, std::vector<float>> replaced_;
   std::map<std::tuple<int32_t, int32_t, int32_t>, GptqFactor> factors_;
-  std::map<std::pair<int32_t, int32_t>, std::vector<float>> awq_scales_;  // per (layer, input), when not all 1
+  // Per (layer, input, expert or -1), when not all 1: GPTQ divides that input's Hessian by them.
+  std::map<std::tuple<int32_t, int32_t, int32_t>, std::vector<float>> awq_scales_;
+  float last_alpha_ = 0.0f;  // the alpha search_group chose last
   std::vector<std::string> report_;
   std::vector<float> work_;  // GPTQ's copy of the matrix being quantized
 };

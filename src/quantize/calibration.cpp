@@ -96,17 +96,25 @@ Result<CalibrationStats> collect_calibration(const GgufFile& file, const Calibra
       s.cols = cols;
       s.abs_sum.assign(static_cast<size_t>(cols), 0.0);
       if (o.hessian) s.hessian.assign(static_cast<size_t>(cols * cols), 0.0f);
-      if (o.samples) s.sample.reserve(static_cast<size_t>(o.sample_rows * cols));
+      if (o.samples && expert < 0) s.sample.reserve(static_cast<size_t>(o.sample_rows * cols));
     }
     s.tokens += n;
     for (int64_t t = 0; t < n; ++t)
       for (int64_t ch = 0; ch < cols; ++ch) s.abs_sum[static_cast<size_t>(ch)] += std::fabs(x[t * cols + ch]);
-    if (o.samples && expert < 0)  // AWQ searches the layers' own groups only
+    if (o.samples && expert < 0)
       for (int64_t t = 0; t < n && s.sample_count < o.sample_rows; ++t)
         if ((chunk_base + t) % stride == 0) {
           s.sample.insert(s.sample.end(), x + t * cols, x + (t + 1) * cols);
           ++s.sample_count;
         }
+    // An expert's down input (AWQ searches each expert's down on its own rows): its first
+    // routed rows, at most a quarter of the layers' sample each, so 64 experts x 16 layers
+    // stay within memory.
+    if (o.samples && expert >= 0 && input == LinearInput::kFfnDown)
+      for (int64_t t = 0; t < n && s.sample_count < std::max(1, o.sample_rows / 4); ++t) {
+        s.sample.insert(s.sample.end(), x + t * cols, x + (t + 1) * cols);
+        ++s.sample_count;
+      }
     if (o.hessian) add_gram(x, n, cols, xt, gram, s.hessian, pool);
   });
   KvCache kv = m.make_cache(ctx);

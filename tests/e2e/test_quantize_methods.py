@@ -95,15 +95,17 @@ def test_gptq_and_awq_lower_the_kl_divergence_below_round_to_nearest(pagoda_bin,
 
 def test_gptq_calibrates_each_expert_on_its_routed_tokens(pagoda_bin, write_gen_model, texts, tmp_path, kl_cache):
     """An MoE model (Qwen2-MoE: routed experts and a shared one): GPTQ gets each expert's
-    Hessian from the tokens routed to it, says how many each saw, and lowers the KL
-    divergence below round to nearest."""
+    Hessian from the tokens routed to it and says how many each saw, AWQ searches each
+    expert's down on its routed rows; each lowers the KL divergence below round to nearest."""
     calib, evaluation = texts
     src = write_gen_model(tmp_path / "moe-f32.gguf", arch="qwen2moe", dim=256, ff=512, seed=11, experts=8,
                           experts_used=2, sliding_window=None)
     got = {}
-    for method in ("rtn", "gptq"):
+    for method in ("rtn", "gptq", "awq", "awq+gptq"):
         out = tmp_path / f"moe-{method}.gguf"
         log = quantize(pagoda_bin, src, out, "Q4_K", method, calib)
+        if method.startswith("awq"):
+            assert len(re.findall(r"layer +\d+ down x 8 experts", log)) == 2, log
         if method == "gptq":
             lines = re.findall(r"GPTQ: layer +(\d+): 8 experts calibrated on the tokens routed to each: min (\d+), "
                                r"median (\d+), max (\d+) tokens", log)
@@ -113,6 +115,8 @@ def test_gptq_calibrates_each_expert_on_its_routed_tokens(pagoda_bin, write_gen_
         got[method] = kld(pagoda_bin, out, src, evaluation, kl_cache)
     print(got)
     assert got["gptq"] < 0.9 * got["rtn"], got
+    assert got["awq"] < got["rtn"], got
+    assert got["awq+gptq"] < got["awq"], got
 
 
 def test_gptq_writes_values_on_each_blocks_grid_and_standard_files(pagoda_bin, f32_model, texts, tmp_path):
