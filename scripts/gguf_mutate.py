@@ -5,8 +5,9 @@
     scripts/gguf_mutate.py --pagoda build/bin/pagoda --seeds A.gguf B.gguf --count 6000 [--jobs 2]
     scripts/gguf_mutate.py --pagoda build/bin/pagoda --gen-model build/bin/pagoda-gen-model --count 300
 
-(--gen-model writes the default seeds: tiny llama Q8_0, gemma3 Q4_K, qwen2 Q4_0, phi3 F16
-and starcoder2 Q6_K models, each architecture's own keys and formats.)
+(--gen-model writes the default seeds: tiny llama Q8_0, gemma3 Q4_K, qwen2 Q4_0, phi3 F16,
+starcoder2 Q6_K and qwen2moe Q8_0 (experts: 3-D tensors, expert counts) models, each
+architecture's own keys and formats.)
 
 Each mutant is a seed file with one structural or directed change, chosen from a
 seeded generator so a failure is reproducible from its number:
@@ -51,7 +52,8 @@ HYPER_KEYS = ("block_count", "embedding_length", "feed_forward_length", "attenti
               "rope.scaling.original_context_length", "attention.layer_norm_rms_epsilon",
               "attention.layer_norm_epsilon", "attn_logit_softcapping", "final_logit_softcapping",
               "attention.sliding_window_pattern", "general.alignment", "tokenizer.ggml.bos_token_id",
-              "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id", "vocab_size")
+              "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id", "vocab_size", "expert_count",
+              "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length")
 DIRECTED_INTS = (0, 1, 2, 3, 0xFFFFFFFF, 0x7FFFFFFF, 1 << 24, 1 << 30, (1 << 32) + 64, 1 << 40, (1 << 63) - 1,
                  1 << 63, (1 << 64) - 1)
 DIRECTED_FLOATS = (0.0, -0.0, -1.0, 1e-45, 1e38, float("nan"), float("inf"), float("-inf"))
@@ -222,7 +224,7 @@ def run_one(pagoda: str, path: str, n: int, what: str, timeout: float) -> Outcom
 
 
 SEED_MODELS = (("llama", "Q8_0", 64), ("gemma3", "Q4_K", 256), ("qwen2", "Q4_0", 64), ("phi3", "F16", 64),
-               ("starcoder2", "Q6_K", 256))
+               ("starcoder2", "Q6_K", 256), ("qwen2moe", "Q8_0", 64))
 
 
 def gen_seeds(gen_model: str, folder: str) -> list[str]:
