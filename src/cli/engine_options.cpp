@@ -30,6 +30,10 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_flag("--no-grammar-fast-forward", a.no_grammar_fast_forward,
                "Sample every token of a constrained reply, also those its grammar forces (by default they are "
                "appended at once and computed together in the next step)");
+  app.add_option("--speculative-config", a.speculative_config,
+                 "Speculative decoding as vLLM configures it, a JSON object: {\"method\": \"ngram\", "
+                 "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1} drafts by prompt "
+                 "lookup and verifies the drafts in the step (greedy requests; output identical to plain decoding)");
 }
 
 Result<size_t> parse_memory_size(const std::string& s) {
@@ -84,6 +88,13 @@ Result<EngineConfig> engine_config(const EngineArgs& a, int32_t max_model_len) {
   c.scheduler.prefix_caching = !a.no_prefix_caching;
   c.window_kv_release = !a.disable_hybrid_kv;
   c.grammar_fast_forward = !a.no_grammar_fast_forward;
+  if (!a.speculative_config.empty()) {
+    auto sc = parse_speculative_config(a.speculative_config);
+    if (!sc) return sc.status();
+    if (c.scheduler.mode == ScheduleMode::kStatic)
+      return error("--speculative-config needs the continuous scheduler (static batches run in lockstep)");
+    c.speculative = *sc;
+  }
   c.max_model_len = max_model_len;
   return c;
 }

@@ -1,6 +1,7 @@
 // The engine flags every subcommand that runs the engine shares (run, bench, serve), with
 // vLLM's names: KV memory budget and block size, batch limits, scheduler mode and policy,
-// prefix caching, the hybrid KV cache manager (sliding-window blocks released).
+// prefix caching, the hybrid KV cache manager (sliding-window blocks released),
+// speculative decoding.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,7 @@ struct EngineArgs {
   bool no_prefix_caching = false;
   bool disable_hybrid_kv = false;
   bool no_grammar_fast_forward = false;
+  std::string speculative_config;  // vLLM's JSON (engine/speculative.h); "" off
 };
 
 void add_engine_options(CLI::App& app, EngineArgs& args);

@@ -196,6 +196,15 @@ int run_run(const RunArgs& a, bool use_ids) {
     if (moe.enabled()) fmt::print(stderr, "\n{}", moe.to_text());
     else fmt::print(stderr, "\n{} has no experts: no expert statistics\n", a.model);
   }
+  if (!a.quiet_stats && (*engine)->config().speculative.enabled()) {
+    const EngineStats es = (*engine)->stats();
+    fmt::print(stderr,
+               "\nspeculative decoding ({}): {} drafts of {} draft tokens, {} accepted ({:.0f}%), mean accepted length "
+               "{:.2f}",
+               (*engine)->config().speculative.method, es.spec_drafts, es.spec_drafted_tokens, es.spec_accepted_tokens,
+               es.spec_drafted_tokens > 0 ? 100.0 * es.spec_accepted_tokens / es.spec_drafted_tokens : 0.0,
+               es.spec_drafts > 0 ? static_cast<double>(es.spec_accepted_tokens) / es.spec_drafts : 0.0);
+  }
   if (!a.quiet_stats) {
     const double decode_tps = s.generated_tokens > 1 ? (s.generated_tokens - 1) / s.decode_seconds : 0.0;
     fmt::print(stderr,

@@ -286,48 +286,150 @@ bool Engine::fast_forward(Sequence& s, std::vector<StepOutput>& extra) {
   return false;
 }
 
+void Engine::propose_drafts() {
+  speculation_.clear();
+  const SpeculativeConfig& sc = config_.speculative;
+  if (!sc.enabled() || config_.scheduler.mode != ScheduleMode::kContinuous) return;
+  for (Sequence* s : scheduler_->running()) {
+    // Greedy decode only: a sample's last token is its only uncomputed one.
+    const RequestParams& p = *s->params;
+    if (s->status != SeqStatus::kRunning || s->padding || s->constraint || s->num_computed != s->len() - 1 ||
+        p.sampling.temperature > 0.0f || (p.n > 1 && !s->forked) || at_length(*s))
+      continue;
+    if (s->draft.skip > 0) {
+      --s->draft.skip;
+      continue;
+    }
+    int32_t k = s->draft.length > 0 ? s->draft.length : sc.num_speculative_tokens;
+    // The last accepted draft is followed by one more token: leave room for it.
+    if (p.max_tokens > 0) k = std::min(k, p.max_tokens - s->output_len() - 1);
+    k = static_cast<int32_t>(std::min<int64_t>(k, int64_t{max_model_len_} - s->len() - 1));
+    std::vector<int32_t> d = propose_ngram(s->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, k);
+    if (d.empty()) continue;
+    const int32_t base = s->len();
+    s->tokens.insert(s->tokens.end(), d.begin(), d.end());
+    speculation_.push_back(Speculation{s, base, std::move(d)});
+  }
+}
+
+void Engine::trim_drafts(const std::vector<ScheduledSeq>& work) {
+  for (Speculation& sp : speculation_) {
+    int32_t computed_end = sp.base_len;  // not scheduled (or preempted): no draft runs
+    for (const ScheduledSeq& w : work)
+      if (w.seq == sp.seq) computed_end = std::max(sp.base_len, sp.seq->num_computed + w.n_tokens);
+    sp.drafts.resize(static_cast<size_t>(computed_end - sp.base_len));
+    sp.seq->tokens.resize(static_cast<size_t>(computed_end));
+  }
+  std::erase_if(speculation_, [](const Speculation& sp) { return sp.drafts.empty(); });
+}
+
+const Engine::Speculation* Engine::speculation_of(const Sequence* s) const {
+  for (const Speculation& sp : speculation_)
+    if (sp.seq == s) return &sp;
+  return nullptr;
+}
+
+int32_t Engine::verify_drafts(const Speculation& sp, size_t first_row, std::vector<StepOutput>& outputs,
+                              bool& finished) {
+  Sequence& s = *sp.seq;
+  s.tokens.resize(static_cast<size_t>(sp.base_len));
+  if (draw_rows_.empty()) draw_rows_.resize(1);
+  if (draw_scratch_.empty()) draw_scratch_.resize(1);
+  const int64_t V = model_.config().n_vocab;
+  const auto n = static_cast<int32_t>(sp.drafts.size());
+  int32_t accepted = 0;
+  for (int32_t i = 0; i <= n; ++i) {
+    // Row i saw the drafts before it, all accepted so far: it is the row plain decoding
+    // would have sampled this token from.
+    Draw d{&s, first_row + static_cast<size_t>(i), s.params->logprobs >= 0 || s.params->return_logits, -1};
+    std::span<float> row(logits_.data() + d.row * V, static_cast<size_t>(V));
+    if (d.copy) {
+      draw_rows_[0].assign(row.begin(), row.end());
+      row = draw_rows_[0];
+    }
+    d.token = s.sampler->sample(row, s.tokens, draw_scratch_[0]);
+    StepOutput out;
+    record_sample(d, out);
+    finished = out.finish != FinishReason::kNone;
+    outputs.push_back(std::move(out));
+    if (finished || i == n || d.token != sp.drafts[static_cast<size_t>(i)]) break;
+    ++accepted;
+  }
+  ++counters_.spec_drafts;
+  counters_.spec_drafted_tokens += n;
+  counters_.spec_accepted_tokens += accepted;
+  s.draft.update(n, accepted, config_.speculative.num_speculative_tokens);
+  return accepted;
+}
+
 Result<std::vector<StepOutput>> Engine::step() {
   std::vector<StepOutput> outputs;
-  const std::vector<ScheduledSeq>& work = scheduler_->schedule();
-  if (work.empty()) return outputs;
+  propose_drafts();
+  const std::vector<ScheduledSeq>& scheduled = scheduler_->schedule();
+  trim_drafts(scheduled);
+  if (scheduled.empty()) return outputs;
+  // A copy: verification cuts a drafted sequence's computed tokens to those accepted.
+  std::vector<ScheduledSeq> work = scheduled;
   batch_.clear();
+  first_rows_.clear();
+  size_t rows = 0;
   for (const ScheduledSeq& w : work) {
     Sequence* s = w.seq;
     const bool last = s->num_computed + w.n_tokens == s->len();
+    // A drafted sequence gets a row for its last token and for each draft.
+    const int32_t logit_rows = speculation_of(s) != nullptr ? w.n_tokens : 1;
     batch_.add(std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.n_tokens), s->num_computed, s->tables,
-               last);
+               last, logit_rows);
+    first_rows_.push_back(last ? rows : SIZE_MAX);
+    if (last) rows += static_cast<size_t>(logit_rows);
     // Tokens before the prompt's end are prefill; a decode step computes the last sample.
     counters_.prompt_tokens_computed += std::max(0, std::min(s->prompt_len, s->num_computed + w.n_tokens) - s->num_computed);
   }
   const int64_t V = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.n_logits()) * V);
   PAGODA_TRY(model_.forward(batch_, *storage_, logits_.data()));
+  // Drafted sequences first: each keeps the drafts its sampler agrees with, and only the
+  // positions of its last token and those drafts count as computed.
+  std::vector<std::pair<Sequence*, bool>> verified;
+  for (size_t i = 0; i < work.size(); ++i) {
+    const Speculation* sp = speculation_of(work[i].seq);
+    if (sp == nullptr) continue;
+    bool finished = false;
+    const int32_t accepted = verify_drafts(*sp, first_rows_[i], outputs, finished);
+    work[i].n_tokens = 1 + accepted;
+    verified.emplace_back(work[i].seq, finished);
+  }
   scheduler_->commit(work);
   ++counters_.steps;
+  std::vector<RequestId> done;
+  for (auto [t, finished] : verified) {
+    RequestRecord& r = requests_.at(t->request);
+    if (!scheduler_->settle(t, finished)) continue;
+    if (finished && --r.live == 0) done.push_back(t->request);
+  }
   // Who samples from which row: a request with n > 1 forks its samples on the first one,
   // all drawing from the prompt's row.
   draws_.clear();
-  size_t row = 0;
-  for (const ScheduledSeq& w : work) {
-    Sequence* s = w.seq;
-    if (s->num_computed != s->len()) continue;  // a prefill chunk with more to come
+  for (size_t i = 0; i < work.size(); ++i) {
+    Sequence* s = work[i].seq;
+    if (speculation_of(s) != nullptr) continue;  // verified above
+    if (s->num_computed != s->len()) continue;   // a prefill chunk with more to come
+    const size_t row = first_rows_[i];
     RequestRecord& r = requests_.at(s->request);
     const size_t first = draws_.size();
     draws_.push_back(Draw{s, row, false, -1});
     if (r.params.n > 1 && !s->forked) {
       const size_t before = r.seqs.size();
       fork(r, *s);
-      for (size_t i = before; i < r.seqs.size(); ++i) draws_.push_back(Draw{r.seqs[i].get(), row, false, -1});
+      for (size_t c = before; c < r.seqs.size(); ++c) draws_.push_back(Draw{r.seqs[c].get(), row, false, -1});
     }
     const bool shared = draws_.size() - first > 1;
-    for (size_t i = first; i < draws_.size(); ++i) {
-      const RequestParams& p = *draws_[i].seq->params;
-      draws_[i].copy = shared || p.logprobs >= 0 || p.return_logits;
+    for (size_t j = first; j < draws_.size(); ++j) {
+      const RequestParams& p = *draws_[j].seq->params;
+      draws_[j].copy = shared || p.logprobs >= 0 || p.return_logits;
     }
-    ++row;
   }
   draw_samples();
-  std::vector<RequestId> done;
   for (const Draw& d : draws_) {
     Sequence* t = d.seq;
     RequestRecord& r = requests_.at(t->request);

@@ -25,6 +25,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/speculative.h"
 #include "kv/block_pool.h"
 #include "kv/kv_storage.h"
 #include "model/batch.h"
@@ -47,6 +48,9 @@ struct EngineConfig {
   // the next step, as a chunk of prefill. Continuous scheduling, samples without
   // logprobs or logits only (a forced token has no distribution of its own).
   bool grammar_fast_forward = true;
+  // Speculative decoding (engine/speculative.h): greedy samples in decode draft tokens by
+  // prompt lookup and verify them in the step; off unless configured.
+  SpeculativeConfig speculative;
 };
 
 struct EngineStats {
@@ -59,6 +63,11 @@ struct EngineStats {
   int32_t num_blocks = 0;
   int32_t used_blocks = 0;        // held by sequences now
   size_t num_running = 0, num_waiting = 0;
+  // Speculative decoding: drafts verified (one per sequence and step), their tokens, and
+  // the tokens accepted (each saved a step).
+  int64_t spec_drafts = 0;
+  int64_t spec_drafted_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
   double kv_usage() const { return num_blocks > 0 ? static_cast<double>(used_blocks) / num_blocks : 0.0; }
 };
 
@@ -140,6 +149,19 @@ class Engine {
   // Whether the sequence reached its max_tokens or the model length with its last token.
   bool at_length(const Sequence& s) const;
   void fork(RequestRecord& r, Sequence& parent);
+  // Speculative decoding of one step: drafts appended to eligible sequences before the
+  // schedule, dropped again where the step does not compute them.
+  struct Speculation {
+    Sequence* seq = nullptr;
+    int32_t base_len = 0;            // the sequence's length without drafts
+    std::vector<int32_t> drafts;     // those the step computes (after trim_drafts)
+  };
+  void propose_drafts();
+  void trim_drafts(const std::vector<ScheduledSeq>& work);
+  const Speculation* speculation_of(const Sequence* s) const;
+  // Samples row after row of a drafted sequence while its choices equal the drafts;
+  // returns the drafts accepted, with the outputs appended and `finished` set.
+  int32_t verify_drafts(const Speculation& sp, size_t first_row, std::vector<StepOutput>& outputs, bool& finished);
   // Frees the logits and the sampling rows (vocabulary-wide, one per sequence of the
   // widest step), for an idle engine.
   void release_rows();
@@ -163,6 +185,8 @@ class Engine {
   // sequences of a 262k vocabulary: about 30 GB).
   std::vector<SamplerScratch> draw_scratch_;
   std::vector<StepOutput> forced_;     // fast_forward's outputs of one sequence, reused
+  std::vector<Speculation> speculation_;  // this step's drafted sequences
+  std::vector<size_t> first_rows_;        // per scheduled sequence: its first logits row (SIZE_MAX: none)
   std::vector<RequestId> lingering_;  // reported finished, sequences still padding a static batch
   EngineStats counters_;
   Timer clock_;

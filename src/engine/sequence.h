@@ -10,6 +10,7 @@
 #include "constrain/constraint.h"
 #include "engine/output_processor.h"
 #include "engine/request.h"
+#include "engine/speculative.h"
 #include "kv/block_pool.h"
 #include "sampling/sampler.h"
 
@@ -39,6 +40,7 @@ struct Sequence {
   bool forked = false;          // n > 1: the samples have been split off
   bool padding = false;         // static mode: finished, but still computed with its batch
   int32_t cached_prompt_tokens = 0;
+  DraftState draft;             // speculative decoding's adaptive draft length
   double arrival_time = 0, first_token_time = 0;
 
   int32_t output_len() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }

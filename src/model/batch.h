@@ -19,7 +19,10 @@ struct BatchSeq {
   // Per layer group: covers positions 0 .. pos0 + n_tokens - 1; a sliding-window group's
   // entries before the window of position pos0 may be kNoBlock.
   std::span<const std::vector<BlockId>> tables;
-  bool logits = false;                 // produce logits for its last token
+  bool logits = false;                 // produce logits for its last logit_rows tokens
+  // With logits: rows for this many of its last tokens, in position order (1: the last
+  // token only; speculative decoding verifies its drafted tokens with one row each).
+  int32_t logit_rows = 1;
 };
 
 struct Batch {
@@ -30,13 +33,14 @@ struct Batch {
     tokens.clear();
     seqs.clear();
   }
-  void add(std::span<const int32_t> toks, int32_t pos0, std::span<const std::vector<BlockId>> tables, bool logits) {
+  void add(std::span<const int32_t> toks, int32_t pos0, std::span<const std::vector<BlockId>> tables, bool logits,
+           int32_t logit_rows = 1) {
     tokens.insert(tokens.end(), toks.begin(), toks.end());
-    seqs.push_back(BatchSeq{static_cast<int32_t>(toks.size()), pos0, tables, logits});
+    seqs.push_back(BatchSeq{static_cast<int32_t>(toks.size()), pos0, tables, logits, logit_rows});
   }
   int32_t n_logits() const {
     int32_t n = 0;
-    for (const BatchSeq& s : seqs) n += s.logits ? 1 : 0;
+    for (const BatchSeq& s : seqs) n += s.logits ? s.logit_rows : 0;
     return n;
   }
 };

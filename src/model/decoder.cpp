@@ -91,6 +91,8 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
   const int32_t bs = kv.shape().block_size;
   for (const BatchSeq& s : batch.seqs) {
     if (s.n_tokens <= 0 || s.pos0 < 0) return error("forward: a sequence has {} tokens at position {}", s.n_tokens, s.pos0);
+    if (s.logits && (s.logit_rows < 1 || s.logit_rows > s.n_tokens))
+      return error("forward: a sequence of {} tokens asks for {} rows of logits", s.n_tokens, s.logit_rows);
     if (static_cast<int32_t>(s.tables.size()) != layout.n_groups())
       return error("forward: a sequence has {} block tables for {} KV layer groups", s.tables.size(), layout.n_groups());
     const int64_t end = static_cast<int64_t>(s.pos0) + s.n_tokens;
@@ -143,9 +145,13 @@ void Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvS
       BatchSeq p = s;
       p.pos0 = s.pos0 + done;
       p.n_tokens = take;
-      p.logits = s.logits && done + take == s.n_tokens;
+      // The logits rows are the sequence's last logit_rows tokens: the tail of each piece
+      // they reach into.
+      const int32_t first_row = s.n_tokens - s.logit_rows;
+      p.logit_rows = s.logits ? std::max(0, done + take - std::max(done, first_row)) : 0;
+      p.logits = p.logit_rows > 0;
       pieces_.push_back(p);
-      rows += all_logits ? take : (p.logits ? 1 : 0);
+      rows += all_logits ? take : p.logit_rows;
       n += take;
       done += take;
       if (done == s.n_tokens) {
@@ -364,8 +370,8 @@ void Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool al
       for (int32_t j = 0; j < s.n_tokens; ++j, ++rows)
         norm_row(c, &x_[(t0 + j) * E], weights_.output_norm, weights_.output_norm_b, E, &xn_[rows * E]);
     } else if (s.logits) {
-      norm_row(c, &x_[(t0 + s.n_tokens - 1) * E], weights_.output_norm, weights_.output_norm_b, E, &xn_[rows * E]);
-      ++rows;
+      for (int32_t j = s.n_tokens - s.logit_rows; j < s.n_tokens; ++j, ++rows)
+        norm_row(c, &x_[(t0 + j) * E], weights_.output_norm, weights_.output_norm_b, E, &xn_[rows * E]);
     }
     t0 += s.n_tokens;
   }

@@ -70,8 +70,8 @@ class Model {
   const MoeStats& moe_stats() const { return moe_stats_; }
   void reset_moe_stats() { moe_stats_.reset(config_.n_layer, config_.n_expert, config_.n_expert_used); }
 
-  // One step. logits: n_vocab floats for each sequence whose BatchSeq::logits is set, in
-  // batch order (Batch::n_logits() rows). Fails, changing nothing, on token ids outside
+  // One step. logits: n_vocab floats for each of the last logit_rows tokens of every
+  // sequence whose BatchSeq::logits is set, in batch order (Batch::n_logits() rows). Fails, changing nothing, on token ids outside
   // the vocabulary, block tables that do not cover a sequence's positions, or block ids
   // outside the storage.
   Status forward(const Batch& batch, KvStorage& kv, float* logits);

@@ -227,6 +227,9 @@ void EngineLoop::publish_gauges() {
   g.block_size = engine_.config().block_size;
   g.max_num_seqs = engine_.config().scheduler.max_num_seqs;
   g.kv_bytes = engine_.kv_storage().bytes();
+  g.spec_drafts = st.spec_drafts;
+  g.spec_drafted = st.spec_drafted_tokens;
+  g.spec_accepted = st.spec_accepted_tokens;
   const MoeStats& moe = engine_.model().moe_stats();
   if (moe.enabled()) {
     g.experts = moe.n_expert();

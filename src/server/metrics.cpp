@@ -153,6 +153,12 @@ std::string Metrics::render() const {
           static_cast<double>(engine_.preemptions));
   counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", static_cast<double>(engine_.prefix_queries));
   counter("prefix_cache_hits", "Prompt tokens found in the prefix cache.", static_cast<double>(engine_.prefix_hits));
+  counter("spec_decode_num_drafts", "Speculative decoding: drafts verified (one per sequence and step).",
+          static_cast<double>(engine_.spec_drafts));
+  counter("spec_decode_num_draft_tokens", "Speculative decoding: draft tokens verified.",
+          static_cast<double>(engine_.spec_drafted));
+  counter("spec_decode_num_accepted_tokens", "Speculative decoding: draft tokens accepted.",
+          static_cast<double>(engine_.spec_accepted));
   counter("prompt_tokens", "Prompt tokens processed.", static_cast<double>(prompt_tokens_));
   counter("generation_tokens", "Tokens generated.", static_cast<double>(generation_tokens_));
   o += "# HELP pagoda:request_success Finished requests by finish reason.\n# TYPE pagoda:request_success counter\n";

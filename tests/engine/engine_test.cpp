@@ -26,17 +26,18 @@ using testing_util::run_alone;
 using testing_util::Workload;
 
 
-// 64 requests of mixed lengths under memory pressure, each compared with its run alone.
-void check_mixed_workload(const testing_util::TinyModel& m) {
+// 64 requests of mixed lengths under memory pressure, each compared with its run alone
+// (plain decoding, whatever `c` turns on).
+EngineStats check_mixed_workload(const testing_util::TinyModel& m, EngineConfig c = {}, int32_t blocks = 48) {
   const Workload w = mixed_workload(64, m.model->config().n_vocab, 7);
-  EngineConfig c;
   c.scheduler.max_num_seqs = 16;
   c.scheduler.max_num_batched_tokens = 64;  // long prompts go in chunks
   // 48 blocks of 16: room for about 6 sequences of this workload, so 16 running must
   // preempt once the long ones grow.
-  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * 48;
+  c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * blocks;
   auto e = Engine::create(*m.model, m.tok.get(), c);
-  ASSERT_TRUE(e.is_ok());
+  EXPECT_TRUE(e.is_ok());
+  if (!e.is_ok()) return {};
   std::vector<RequestId> ids;
   for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], greedy(w.max_tokens[i])));
   std::map<RequestId, FinishReason> finish;
@@ -50,6 +51,33 @@ void check_mixed_workload(const testing_util::TinyModel& m) {
     EXPECT_EQ((got[{ids[i], 0}]), alone) << "request " << i << " (prompt " << w.prompts[i].size() << " tokens)";
     EXPECT_EQ(finish[ids[i]], FinishReason::kLength);
     EXPECT_EQ((static_cast<int32_t>(got[{ids[i], 0}].size())), w.max_tokens[i]);
+  }
+  return st;
+}
+
+// Speculative decoding by prompt lookup through the same workload: drafts computed with
+// the last token in one step, verified row by row, the rejected ones' KV rolled back,
+// under chunked prefill, prefix caching and preemption; every request's greedy tokens
+// equal plain decoding's.
+EngineConfig ngram_speculation(int32_t k) {
+  EngineConfig c;
+  c.speculative.method = "ngram";
+  c.speculative.num_speculative_tokens = k;
+  c.speculative.prompt_lookup_max = 3;
+  return c;
+}
+
+TEST(Engine, SpeculativeDecodingMixedWorkloadMatchesPlainDecoding) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  for (int32_t k : {1, 4}) {
+    SCOPED_TRACE(k);
+    // Fewer blocks for longer drafts: their sequences finish in fewer steps and must still
+    // run the pool dry (rolled-back drafts of preempted sequences included).
+    const EngineStats st = check_mixed_workload(load_tiny(pool, "engine_spec"), ngram_speculation(k), k == 1 ? 48 : 36);
+    EXPECT_GT(st.spec_drafted_tokens, 0);
+    EXPECT_GT(st.spec_accepted_tokens, 0) << "random models loop, so prompt lookup must hit";
+    EXPECT_LE(st.spec_accepted_tokens, st.spec_drafted_tokens);
   }
 }
 
@@ -110,7 +138,10 @@ TEST(Engine, PackedWeightsBatchExactlyOnTheirSimdKernels) {
     ThreadPool pool(2);
     RandomModelSpec spec;
     spec.type = t;
-    check_mixed_workload(load_tiny(pool, std::string("engine_packed_") + std::string(dtype_name(t)), spec));
+    const testing_util::TinyModel m = load_tiny(pool, std::string("engine_packed_") + std::string(dtype_name(t)), spec);
+    check_mixed_workload(m);
+    // Verifying drafts is a batched step too: the same panels give the same rows.
+    EXPECT_GT(check_mixed_workload(m, ngram_speculation(4)).spec_accepted_tokens, 0);
   }
 }
 

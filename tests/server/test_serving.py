@@ -285,3 +285,45 @@ def test_bench_serve_reports_an_unreachable_server(pagoda_bin):
     r = subprocess.run([str(pagoda_bin("pagoda")), "bench", "serve", "--base-url", "http://127.0.0.1:9", "--num-prompts",
                         "2"], capture_output=True, timeout=60)
     assert r.returncode != 0 and b"error" in r.stderr
+
+
+def test_speculative_decoding_serves_the_same_greedy_tokens(pagoda_bin, tmp_path, monkeypatch):
+    """`--speculative-config` (prompt lookup): concurrent greedy requests get exactly the
+    tokens of a server without it, sampled ones are served as before, and the draft
+    counters move. On the scalar kernels, whose results do not depend on the batch (a
+    verification step batches a sequence's drafts; tests/kernels/batch_invariance_test.cpp)."""
+    from server_util import gen_tiny_model
+    monkeypatch.setenv("PAGODA_CPU", "scalar")
+    model = gen_tiny_model(pagoda_bin, tmp_path / "tiny.gguf")
+    prompts = [[1] + [50 + (i * 7 + j) % 40 for j in range(30)] * 2 for i in range(6)]
+
+    def run(*flags):
+        srv = Server(pagoda_bin, model, *flags)
+        try:
+            out = []
+            threads = []
+            results = [None] * len(prompts)
+
+            def one(i):
+                r = srv.post("/v1/completions", json={"prompt": prompts[i], "max_tokens": 48, "temperature": 0,
+                                                      "logprobs": 1})
+                results[i] = r.json()
+            for i in range(len(prompts)):
+                threads.append(threading.Thread(target=one, args=(i,)))
+                threads[-1].start()
+            for t in threads:
+                t.join()
+            for res in results:
+                out.append((res["choices"][0]["text"], res["choices"][0]["logprobs"]["tokens"]))
+            sampled = srv.post("/v1/completions", json={"prompt": prompts[0], "max_tokens": 8, "temperature": 0.9,
+                                                        "seed": 3})
+            assert sampled.status_code == 200
+            return out, metrics(srv)
+        finally:
+            srv.terminate()
+
+    plain, _ = run()
+    spec, m = run("--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}')
+    assert spec == plain
+    assert 0 < m["pagoda:spec_decode_num_drafts_total"] <= m["pagoda:spec_decode_num_draft_tokens_total"]
+    assert 0 < m["pagoda:spec_decode_num_accepted_tokens_total"] <= m["pagoda:spec_decode_num_draft_tokens_total"]

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Speculative decoding by prompt lookup against plain decoding: the same binary and model,
+`pagoda run` with and without `--speculative-config`, alternating rounds, medians.
+
+  bench/speculative.py [--build build] [--model PATH|qwen-0.5b] [--rounds 3] [-n 256] [-k 4]
+
+Two prompts: an input-grounded one (a source file from this repository, then the request to
+write it out again with comments: the answer copies long runs of the prompt, where prompt
+lookup drafts well) and a free one (a story: few n-gram hits, where the adaptive draft
+length must keep speculation from costing anything). Greedy, --ignore-eos, the same number
+of tokens either way; the outputs are checked to be identical. Reported per prompt: decode
+tok/s on and off (medians), their ratio, the acceptance rate, and the other CPU load seen.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare_llamacpp as cl  # noqa: E402
+
+GROUNDED = (cl.REPO / "src" / "engine" / "speculative.cpp").read_text()[:2500]
+PROMPTS = {
+    "grounded": "Here is a C++ file:\n\n" + GROUNDED + "\n\nThe same file again, unchanged:\n\n",
+    "free": "Once upon a time, in a small village by the sea, there lived an old fisherman who",
+}
+CONFIG = '{{"method": "ngram", "num_speculative_tokens": {k}, "prompt_lookup_max": 4, "prompt_lookup_min": 2}}'
+
+
+def run(pagoda: Path, model: Path, prompt: Path, n: int, threads: int, spec: str | None) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        ids = Path(d) / "ids.json"
+        cmd = [str(pagoda), "run", "-m", str(model), "-f", str(prompt), "-n", str(n), "--temp", "0", "--ignore-eos",
+               "-t", str(threads), "--ids-out", str(ids)]
+        if spec:
+            cmd += ["--speculative-config", spec]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        if r.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+        decode = float(re.search(r"decode ([0-9.]+) tok/s", r.stderr).group(1))
+        m = re.search(r"of (\d+) draft tokens, (\d+) accepted", r.stderr)
+        return {"decode_tok_s": decode, "ids": json.loads(ids.read_text())["generated_ids"],
+                "drafted": int(m.group(1)) if m else 0, "accepted": int(m.group(2)) if m else 0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", type=Path, default=cl.REPO / "build")
+    ap.add_argument("--model", default="qwen-0.5b", help="a GGUF path or a compare_llamacpp.py row")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("-n", type=int, default=256)
+    ap.add_argument("-k", type=int, default=4, help="num_speculative_tokens")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    a = ap.parse_args()
+    model = Path(a.model) if Path(a.model).exists() else cl.make_model(cl.ROWS[a.model], a.build, False, a.threads)
+    pagoda = a.build / "bin" / "pagoda"
+    spec = CONFIG.format(k=a.k)
+    report = {"model": str(model), "n_gen": a.n, "k": a.k, "threads": a.threads, "prompts": {}}
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in PROMPTS.items():
+            prompt = Path(d) / f"{name}.txt"
+            prompt.write_text(text)
+            on, off, load = [], [], []
+            drafted = accepted = 0
+            for r in range(a.rounds):
+                order = (True, False) if r % 2 == 0 else (False, True)
+                got = {}
+                for flag in order:
+                    got[flag] = run(pagoda, model, prompt, a.n, a.threads, spec if flag else None)
+                    load.append(cl.other_load(0.5) or 0.0)
+                if got[True]["ids"] != got[False]["ids"]:
+                    raise SystemExit(f"{name}: speculative decoding changed the greedy output")
+                on.append(got[True]["decode_tok_s"])
+                off.append(got[False]["decode_tok_s"])
+                drafted += got[True]["drafted"]
+                accepted += got[True]["accepted"]
+                print(f"{name} round {r + 1}/{a.rounds}: on {on[-1]:.1f}  off {off[-1]:.1f} tok/s", file=sys.stderr)
+            row = {"on_median": statistics.median(on), "off_median": statistics.median(off),
+                   "speedup": statistics.median(on) / statistics.median(off), "acceptance": accepted / max(1, drafted),
+                   "drafted": drafted, "accepted": accepted, "max_other_load": max(load), "on": on, "off": off}
+            report["prompts"][name] = row
+            print(f"{name}: decode {row['on_median']:.1f} vs {row['off_median']:.1f} tok/s = {row['speedup']:.2f}x, "
+                  f"{100 * row['acceptance']:.0f}% of {drafted} drafts accepted, other load up to "
+                  f"{row['max_other_load']:.2f} cores", file=sys.stderr)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+#include "engine/speculative.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace pagoda {
+
+Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return error("--speculative-config: not JSON ({})", e.what());
+  }
+  if (!j.is_object())
+    return error("--speculative-config: expected a JSON object like {{\"method\": \"ngram\", "
+                 "\"num_speculative_tokens\": 4}}");
+  SpeculativeConfig c;
+  for (const auto& [key, value] : j.items()) {
+    auto as_int = [&](int32_t lo, int32_t hi) -> Result<int32_t> {
+      if (!value.is_number_integer() || value.get<int64_t>() < lo || value.get<int64_t>() > hi)
+        return error("--speculative-config: {} must be an integer in {}..{}", key, lo, hi);
+      return static_cast<int32_t>(value.get<int64_t>());
+    };
+    if (key == "method") {
+      if (!value.is_string()) return error("--speculative-config: method must be a string");
+      c.method = value.get<std::string>();
+      if (c.method != "ngram")
+        return error("--speculative-config: method \"{}\" is not supported (supported: ngram, prompt lookup from the "
+                     "sequence's own tokens; draft models are not yet)",
+                     c.method);
+    } else if (key == "num_speculative_tokens") {
+      auto v = as_int(1, 32);
+      if (!v) return v.status();
+      c.num_speculative_tokens = *v;
+    } else if (key == "prompt_lookup_max") {
+      auto v = as_int(1, 64);
+      if (!v) return v.status();
+      c.prompt_lookup_max = *v;
+    } else if (key == "prompt_lookup_min") {
+      auto v = as_int(1, 64);
+      if (!v) return v.status();
+      c.prompt_lookup_min = *v;
+    } else {
+      return error("--speculative-config: unknown key \"{}\" (method, num_speculative_tokens, prompt_lookup_max, "
+                   "prompt_lookup_min)",
+                   key);
+    }
+  }
+  if (c.method.empty()) return error("--speculative-config: method is required (\"ngram\")");
+  if (c.num_speculative_tokens == 0) return error("--speculative-config: num_speculative_tokens is required");
+  if (c.prompt_lookup_min > c.prompt_lookup_max)
+    return error("--speculative-config: prompt_lookup_min {} is more than prompt_lookup_max {}", c.prompt_lookup_min,
+                 c.prompt_lookup_max);
+  return c;
+}
+
+std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k) {
+  const auto len = static_cast<int64_t>(tokens.size());
+  if (k <= 0) return {};
+  for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n; --n) {
+    const std::span<const int32_t> suffix = tokens.subspan(static_cast<size_t>(len - n));
+    // The most recent earlier match: its continuation is most like what comes next.
+    for (int64_t start = len - n - 1; start >= 0; --start) {
+      if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + start)) continue;
+      const int64_t from = start + n;
+      const int64_t take = std::min<int64_t>(k, len - from);
+      return std::vector<int32_t>(tokens.begin() + from, tokens.begin() + from + take);
+    }
+  }
+  return {};
+}
+
+void DraftState::update(int32_t drafted, int32_t accepted, int32_t most) {
+  if (drafted <= 0) return;
+  if (length == 0) length = most;
+  if (accepted == drafted) {
+    length = std::min(most, length + 1);
+    misses = 0;
+    return;
+  }
+  length = std::max(1, accepted + 1);
+  if (accepted > 0) {
+    misses = 0;
+    return;
+  }
+  ++misses;
+  if (misses >= 2) skip = std::min(64, 2 << misses);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,52 @@
+// Speculative decoding inside the engine's step (vLLM's `--speculative-config`): a
+// sequence in decode proposes up to num_speculative_tokens draft tokens, the step computes
+// them with its last token in one batched forward (a logits row for each), and the
+// sequence keeps the longest prefix its own sampler would have chosen plus one more token
+// from the first row that disagrees, so the output is exactly that of plain decoding. The
+// KV of rejected drafts is rolled back (the positions are simply not counted as computed;
+// the next step overwrites them, and the prefix cache only ever hashes verified blocks).
+// Drafting here is prompt lookup (vLLM's "ngram" method): the tokens that followed the
+// most recent earlier occurrence of the sequence's last n tokens, for n from
+// prompt_lookup_max down to prompt_lookup_min. Greedy samples only, so far (sampling
+// needs rejection sampling against the target's distribution, which the sampler does not
+// expose yet). Pure functions and plain data; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace pagoda {
+
+struct SpeculativeConfig {
+  std::string method;                  // "" (off) or "ngram"
+  int32_t num_speculative_tokens = 0;  // the most drafts per step and sequence
+  int32_t prompt_lookup_max = 4;       // the longest suffix looked up (tokens)
+  int32_t prompt_lookup_min = 1;       // the shortest
+  bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
+};
+
+// vLLM's JSON: {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
+// "prompt_lookup_min": 1}; unknown keys and methods are errors that name them.
+Result<SpeculativeConfig> parse_speculative_config(const std::string& json);
+
+// Up to k tokens to follow `tokens`: after the most recent earlier occurrence of its
+// longest suffix of n tokens, min_n <= n <= max_n (none found: empty). O(len * max_n).
+std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k);
+
+// How a sequence's draft length adapts to what it accepts: after a step that verified
+// `drafted` tokens and accepted `accepted`, the next draft length and how many steps to
+// skip drafting. All accepted: one more (up to the configured most); none of several in a
+// row: stop drafting for a while, longer each time, since a rejected draft costs compute
+// for nothing once the step is no longer bound by reading the weights.
+struct DraftState {
+  int32_t length = 0;    // the next draft's length (0: the configured most, on first use)
+  int32_t misses = 0;    // consecutive steps that accepted none
+  int32_t skip = 0;      // steps left without drafting
+  void update(int32_t drafted, int32_t accepted, int32_t most);
+};
+
+}  // namespace pagoda

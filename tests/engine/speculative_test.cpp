@@ -1,0 +1,79 @@
+// Prompt-lookup drafting, the adaptive draft length and vLLM's --speculative-config JSON
+// (engine/speculative.h).
+#include "engine/speculative.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace pagoda {
+namespace {
+
+std::vector<int32_t> lookup(std::vector<int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k) {
+  return propose_ngram(tokens, min_n, max_n, k);
+}
+
+TEST(PromptLookup, ContinuesTheMostRecentEarlierOccurrenceOfTheLongestSuffix) {
+  // "a b c d" earlier, then "x b c" ... ends with "b c": the longest matching suffix is
+  // "b c" (3-gram "y b c" never occurred), most recently followed by "x".
+  const std::vector<int32_t> t = {1, 2, 3, 4, 9, 2, 3, 7, 8, 5, 2, 3};
+  EXPECT_EQ(propose_ngram(t, 1, 3, 4), (std::vector<int32_t>{7, 8, 5, 2}));
+  // Capped at what the history holds after the match.
+  EXPECT_EQ(lookup({5, 6, 5}, 1, 3, 4), (std::vector<int32_t>{6, 5}));
+  // A longer suffix wins over a more recent shorter one.
+  EXPECT_EQ(lookup({1, 2, 3, 8, 3, 9, 1, 2, 3}, 1, 3, 2), (std::vector<int32_t>{8, 3}));
+  EXPECT_TRUE(lookup({1, 2, 3, 4}, 1, 3, 4).empty());  // nothing repeats
+  EXPECT_TRUE(lookup({1, 2, 1, 2}, 3, 3, 4).empty());  // only shorter suffixes repeat
+  EXPECT_TRUE(lookup({1, 1}, 1, 2, 0).empty());
+  EXPECT_TRUE(lookup({}, 1, 2, 3).empty());
+}
+
+TEST(DraftLength, GrowsWhileAllIsAcceptedAndBacksOffWhenNothingIs) {
+  DraftState d;
+  d.update(6, 6, 6);
+  EXPECT_EQ(d.length, 6);  // starts at the most, never above it
+  d.length = 4;
+  d.update(4, 4, 6);
+  EXPECT_EQ(d.length, 5);
+  d.update(5, 2, 6);
+  EXPECT_EQ(d.length, 3);
+  EXPECT_EQ(d.skip, 0);
+  d.update(3, 0, 6);
+  EXPECT_EQ(d.skip, 0);  // one miss is noise
+  d.update(1, 0, 6);
+  EXPECT_GT(d.skip, 0);  // two in a row: stop drafting for a while
+  const int32_t first = d.skip;
+  d.skip = 0;
+  d.update(1, 0, 6);
+  EXPECT_GT(d.skip, first);  // longer each time
+  d.update(1, 1, 6);
+  EXPECT_EQ(d.misses, 0);
+}
+
+TEST(SpeculativeConfigJson, ReadsVllmsKeysAndNamesWhatIsWrong) {
+  auto c = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 3})");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_TRUE(c->enabled());
+  EXPECT_EQ(c->num_speculative_tokens, 5);
+  EXPECT_EQ(c->prompt_lookup_max, 3);
+  EXPECT_EQ(c->prompt_lookup_min, 1);
+  auto message = [](const char* json) {
+    auto r = parse_speculative_config(json);
+    return r.is_ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(message(R"({"method": "eagle", "num_speculative_tokens": 2})").find("\"eagle\" is not supported"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"method": "ngram"})").find("num_speculative_tokens is required"), std::string::npos);
+  EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 0})").find("integer in 1..32"), std::string::npos);
+  EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 2, "model": "x"})").find("unknown key \"model\""),
+            std::string::npos);
+  EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 5,
+                        "prompt_lookup_max": 2})")
+                .find("prompt_lookup_min 5 is more than prompt_lookup_max 2"),
+            std::string::npos);
+  EXPECT_NE(message("[1]").find("JSON object"), std::string::npos);
+  EXPECT_NE(message("{").find("not JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda
