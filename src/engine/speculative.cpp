@@ -17,7 +17,11 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
     return error("--speculative-config: expected a JSON object like {{\"method\": \"ngram\", "
                  "\"num_speculative_tokens\": 4}}");
   SpeculativeConfig c;
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Named copies, not structured bindings: lambdas may not capture those before C++20's
+    // later compilers (clang 14 builds the fuzz targets).
+    const std::string key = item.key();
+    const nlohmann::json& value = item.value();
     auto as_int = [&](int32_t lo, int32_t hi) -> Result<int32_t> {
       if (!value.is_number_integer() || value.get<int64_t>() < lo || value.get<int64_t>() > hi)
         return error("--speculative-config: {} must be an integer in {}..{}", key, lo, hi);
