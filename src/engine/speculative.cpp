@@ -18,8 +18,8 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
                  "\"num_speculative_tokens\": 4}}");
   SpeculativeConfig c;
   for (const auto& item : j.items()) {
-    // Named copies, not structured bindings: lambdas may not capture those before C++20's
-    // later compilers (clang 14 builds the fuzz targets).
+    // Named variables, not a structured binding: clang 14 (the fuzz build) does not let
+    // the lambda below capture one.
     const std::string key = item.key();
     const nlohmann::json& value = item.value();
     auto as_int = [&](int32_t lo, int32_t hi) -> Result<int32_t> {
