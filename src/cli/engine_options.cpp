@@ -33,7 +33,8 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
   app.add_option("--speculative-config", a.speculative_config,
                  "Speculative decoding as vLLM configures it, a JSON object: {\"method\": \"ngram\", "
                  "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1} drafts by prompt "
-                 "lookup and verifies the drafts in the step (greedy requests; output identical to plain decoding)");
+                 "lookup and verifies the drafts in the step (greedy: the same tokens as plain decoding; sampled: the same "
+                 "distribution)");
 }
 
 Result<size_t> parse_memory_size(const std::string& s) {

@@ -291,10 +291,10 @@ void Engine::propose_drafts() {
   const SpeculativeConfig& sc = config_.speculative;
   if (!sc.enabled() || config_.scheduler.mode != ScheduleMode::kContinuous) return;
   for (Sequence* s : scheduler_->running()) {
-    // Greedy decode only: a sample's last token is its only uncomputed one.
+    // Decode only: a sample's last token is its only uncomputed one.
     const RequestParams& p = *s->params;
     if (s->status != SeqStatus::kRunning || s->padding || s->constraint || s->num_computed != s->len() - 1 ||
-        p.sampling.temperature > 0.0f || (p.n > 1 && !s->forked) || at_length(*s))
+        (p.n > 1 && !s->forked) || at_length(*s))
       continue;
     if (s->draft.skip > 0) {
       --s->draft.skip;
@@ -347,12 +347,16 @@ int32_t Engine::verify_drafts(const Speculation& sp, size_t first_row, std::vect
       draw_rows_[0].assign(row.begin(), row.end());
       row = draw_rows_[0];
     }
-    d.token = s.sampler->sample(row, s.tokens, draw_scratch_[0]);
+    // A draft is kept with the probability the sequence's sampler gives it (greedy: when it
+    // is the argmax); after the last draft, a plain draw.
+    bool kept = false;
+    if (i < n) d.token = s.sampler->sample_draft(row, s.tokens, sp.drafts[static_cast<size_t>(i)], draw_scratch_[0], &kept);
+    else d.token = s.sampler->sample(row, s.tokens, draw_scratch_[0]);
     StepOutput out;
     record_sample(d, out);
     finished = out.finish != FinishReason::kNone;
     outputs.push_back(std::move(out));
-    if (finished || i == n || d.token != sp.drafts[static_cast<size_t>(i)]) break;
+    if (finished || !kept) break;
     ++accepted;
   }
   ++counters_.spec_drafts;

@@ -48,8 +48,8 @@ struct EngineConfig {
   // the next step, as a chunk of prefill. Continuous scheduling, samples without
   // logprobs or logits only (a forced token has no distribution of its own).
   bool grammar_fast_forward = true;
-  // Speculative decoding (engine/speculative.h): greedy samples in decode draft tokens by
-  // prompt lookup and verify them in the step; off unless configured.
+  // Speculative decoding (engine/speculative.h): samples in decode draft tokens by prompt
+  // lookup and verify them in the step; off unless configured.
   SpeculativeConfig speculative;
 };
 

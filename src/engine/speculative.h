@@ -1,15 +1,16 @@
 // Speculative decoding inside the engine's step (vLLM's `--speculative-config`): a
 // sequence in decode proposes up to num_speculative_tokens draft tokens, the step computes
 // them with its last token in one batched forward (a logits row for each), and the
-// sequence keeps the longest prefix its own sampler would have chosen plus one more token
-// from the first row that disagrees, so the output is exactly that of plain decoding. The
+// sequence keeps the longest prefix its own sampler accepts plus one more token from the
+// first row that rejects, so the output is that of plain decoding (greedy: the same
+// tokens; sampled: the same distribution). The
 // KV of rejected drafts is rolled back (the positions are simply not counted as computed;
 // the next step overwrites them, and the prefix cache only ever hashes verified blocks).
 // Drafting here is prompt lookup (vLLM's "ngram" method): the tokens that followed the
 // most recent earlier occurrence of the sequence's last n tokens, for n from
-// prompt_lookup_max down to prompt_lookup_min. Greedy samples only, so far (sampling
-// needs rejection sampling against the target's distribution, which the sampler does not
-// expose yet). Pure functions and plain data; thread-compatible.
+// prompt_lookup_max down to prompt_lookup_min. Sampled requests verify by modified
+// rejection sampling (Sampler::sample_draft), so their tokens keep the target's
+// distribution. Pure functions and plain data; thread-compatible.
 #pragma once
 
 #include <cstdint>

@@ -31,6 +31,38 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   return draw_token(survivors, logits, params_.temperature, uniform01(rng_), scratch);
 }
 
+int32_t Sampler::sample_draft(std::span<float> logits, std::span<const int32_t> history, int32_t draft,
+                              SamplerScratch& scratch, bool* accepted) {
+  const Survivors survivors = run_chain(logits, history, params_, scratch);
+  if (survivors.decided) {
+    *accepted = *survivors.decided == draft;
+    return *survivors.decided;
+  }
+  const std::vector<std::pair<int32_t, float>> p = survivor_probabilities(survivors, logits, params_.temperature, scratch);
+  double p_draft = 0;
+  for (const auto& [tok, prob] : p)
+    if (tok == draft) p_draft = prob;
+  if (uniform01(rng_) < p_draft) {
+    *accepted = true;
+    return draft;
+  }
+  *accepted = false;
+  // The residual max(0, p - q) with q one-hot at the draft: p without it.
+  double rest = 0;
+  for (const auto& [tok, prob] : p)
+    if (tok != draft) rest += prob;
+  const double u = uniform01(rng_) * rest;
+  double acc = 0;
+  int32_t last = -1;
+  for (const auto& [tok, prob] : p) {
+    if (tok == draft) continue;
+    acc += prob;
+    last = tok;
+    if (u < acc) return tok;
+  }
+  return last >= 0 ? last : draft;  // rounding left u at the very end
+}
+
 std::vector<std::pair<int32_t, float>> Sampler::distribution(
     std::span<float> logits, std::span<const int32_t> history) const {
   // Own scratch: this is a diagnostic, and a const Sampler must stay untouched.

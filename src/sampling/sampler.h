@@ -37,6 +37,15 @@ class Sampler {
   // the result does not depend on which scratch is used.
   int32_t sample(std::span<float> logits, std::span<const int32_t> history, SamplerScratch& scratch);
 
+  // Speculative decoding's verification of one draft token (a draft that proposed it
+  // with certainty, like prompt lookup): accepts it with the probability p(draft) the
+  // whole pipeline gives it, else draws from p without the draft, renormalized. So the
+  // token returned is distributed exactly as sample()'s (Leviathan et al.'s modified
+  // rejection sampling with a one-hot draft distribution); greedy: the argmax. Sets
+  // *accepted when the draft is the token returned. Draws one or two RNG numbers.
+  int32_t sample_draft(std::span<float> logits, std::span<const int32_t> history, int32_t draft,
+                       SamplerScratch& scratch, bool* accepted);
+
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }
 

@@ -127,6 +127,34 @@ TEST(Engine, MixtureOfExpertsMixedWorkloadMatchesEachRequestRunAlone) {
   }
 }
 
+// Sampled requests speculate too (modified rejection sampling, tests/sampling): a seeded
+// request gives the same tokens batched with others as alone, both with drafts.
+TEST(Engine, SpeculativeSamplingIsReproducibleAndBatchIndependent) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_spec_sampled");
+  const Workload w = mixed_workload(16, m.model->config().n_vocab, 5);
+  auto sampled = [&](size_t i) {
+    RequestParams p = greedy(w.max_tokens[i]);
+    p.sampling.temperature = 0.7f;
+    p.sampling.seed = 100 + i;
+    return p;
+  };
+  EngineConfig c = ngram_speculation(4);
+  auto e = Engine::create(*m.model, m.tok.get(), c);
+  ASSERT_TRUE(e.is_ok());
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], sampled(i)));
+  Outputs got = drain(**e);
+  EXPECT_GT((*e)->stats().spec_accepted_tokens, 0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto one = Engine::create(*m.model, m.tok.get(), c);
+    ASSERT_TRUE(one.is_ok());
+    const RequestId id = *(*one)->add_request(w.prompts[i], sampled(i));
+    EXPECT_EQ((got[{ids[i], 0}]), (drain(**one)[{id, 0}])) << "request " << i;
+  }
+}
+
 // Matrices repacked into panels (kernels/matmul/packed_weights.h) are computed the same way for
 // one token as for many, so on AVX-512 a Q8_0 or Q4_0 model batches exactly with the SIMD
 // kernels themselves, not only on the scalar target.

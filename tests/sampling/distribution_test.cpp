@@ -109,3 +109,84 @@ TEST(Temperature, ScalesTheLogitsOfTwoTokens) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// Speculative decoding's verification (Sampler::sample_draft): whatever the draft, the
+// token it returns is distributed as sample()'s, the target's distribution after the
+// whole chain. 100,000 draws per draft, Pearson's chi-square against distribution(), at
+// p = 0.01. A verification that skips the residual (on rejection, drawing from the full
+// distribution again, so the draft comes out too often) must fail the same test.
+TEST(SpeculativeVerification, DraftsDoNotChangeTheDistribution) {
+  const std::vector<float> logits = {1.2f, 0.3f, -0.4f, 2.0f, 0.9f, -1.5f, 0.0f, 1.6f};
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = 11;
+  const double critical = 18.475;  // chi-square, 7 degrees of freedom, p = 0.01
+  constexpr int kDraws = 100000;
+  std::map<int32_t, double> expected;
+  {
+    Sampler s(p);
+    std::vector<float> l = logits;
+    for (const auto& [tok, prob] : s.distribution(l, {})) expected[tok] = prob;
+  }
+  ASSERT_EQ(expected.size(), 8u);
+  auto chi2_of = [&](const std::map<int32_t, int>& counts) {
+    double chi2 = 0;
+    for (const auto& [tok, prob] : expected) {
+      const double e = prob * kDraws;
+      const double d = (counts.count(tok) ? counts.at(tok) : 0) - e;
+      chi2 += d * d / e;
+    }
+    return chi2;
+  };
+  // The likeliest token, a middling one, an unlikely one.
+  for (int32_t draft : {3, 4, 5}) {
+    Sampler s(p);
+    Sampler mutant(p);
+    SamplerScratch scratch;
+    std::map<int32_t, int> counts, mutant_counts;
+    int kept = 0;
+    for (int i = 0; i < kDraws; ++i) {
+      std::vector<float> l = logits;
+      bool accepted = false;
+      const int32_t tok = s.sample_draft(l, {}, draft, scratch, &accepted);
+      ASSERT_EQ(accepted, tok == draft);
+      ++counts[tok];
+      kept += accepted;
+      // The mutant: a rejected draft is followed by a plain draw that may pick it again.
+      std::vector<float> m = logits;
+      bool m_accepted = false;
+      int32_t m_tok = mutant.sample_draft(m, {}, draft, scratch, &m_accepted);
+      if (!m_accepted) {
+        std::vector<float> again = logits;
+        m_tok = mutant.sample(again, {}, scratch);
+      }
+      ++mutant_counts[m_tok];
+    }
+    const double chi2 = chi2_of(counts), mutant_chi2 = chi2_of(mutant_counts);
+    std::printf("draft %d: kept %.3f (p %.3f), chi-square %.2f, without the residual %.1f\n", draft,
+                static_cast<double>(kept) / kDraws, expected[draft], chi2, mutant_chi2);
+    EXPECT_LT(chi2, critical) << "draft " << draft;
+    EXPECT_NEAR(static_cast<double>(kept) / kDraws, expected[draft], 0.01) << "draft " << draft;
+    EXPECT_GT(mutant_chi2, critical) << "draft " << draft << ": the test cannot tell a wrong verification";
+  }
+  // Greedy: the draft is kept exactly when it is the argmax.
+  SamplingParams g = p;
+  g.temperature = 0.0f;
+  Sampler greedy(g);
+  SamplerScratch scratch;
+  for (int32_t draft : {3, 4}) {
+    std::vector<float> l = logits;
+    bool accepted = false;
+    EXPECT_EQ(greedy.sample_draft(l, {}, draft, scratch, &accepted), 3);
+    EXPECT_EQ(accepted, draft == 3);
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
