@@ -121,7 +121,7 @@ class Model {
   std::vector<float> router_logits_, moe_x_, moe_gate_, moe_up_, moe_down_;
   std::vector<int32_t> moe_ids_, moe_rows_;
   std::vector<float> moe_weights_;
-  std::vector<int32_t> moe_offsets_, moe_jobs_rows_;
+  std::vector<int32_t> moe_offsets_, moe_cursor_;
   std::vector<MatmulJob> moe_jobs_;
   MoeStats moe_stats_;
   std::vector<int32_t> pos_;

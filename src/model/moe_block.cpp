@@ -41,11 +41,9 @@ void Model::moe_block(int32_t l, int64_t n) {
     if (stats && moe_offsets_[e + 1] > 0) moe_stats_.count(l, static_cast<int32_t>(e), static_cast<uint64_t>(moe_offsets_[e + 1]));
     moe_offsets_[e + 1] += moe_offsets_[e];
   }
-  {
-    std::vector<int32_t>& next = moe_jobs_rows_;
-    next.assign(moe_offsets_.begin(), moe_offsets_.end() - 1);
-    for (int64_t i = 0; i < n * k; ++i) moe_rows_[i] = next[moe_ids_[i]]++;
-  }
+  // Each expert's next free row, handed out in token order.
+  moe_cursor_.assign(moe_offsets_.begin(), moe_offsets_.end() - 1);
+  for (int64_t i = 0; i < n * k; ++i) moe_rows_[i] = moe_cursor_[moe_ids_[i]]++;
   if (stats) moe_stats_.add_routing_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   for_each_token(pool, n, k * E, [&](int64_t t) {
     for (int32_t j = 0; j < k; ++j) std::memcpy(&moe_x_[moe_rows_[t * k + j] * E], &in[t * E], sizeof(float) * E);

@@ -12,7 +12,19 @@
 namespace pagoda {
 namespace {
 
-// Pearson's chi-square statistic of `n` draws from the sampler against `expected`.
+// Pearson's chi-square statistic of `n` drawn token counts against `expected`.
+double pearson(const std::map<int32_t, int>& counts, const std::map<int32_t, double>& expected, int n) {
+  double chi2 = 0;
+  for (const auto& [token, prob] : expected) {
+    const double e = prob * n;
+    const auto it = counts.find(token);
+    const double d = (it == counts.end() ? 0 : it->second) - e;
+    chi2 += d * d / e;
+  }
+  return chi2;
+}
+
+// The same for `n` draws from the sampler.
 double chi_square(Sampler& sampler, const std::vector<float>& logits,
                   const std::map<int32_t, double>& expected, int n) {
   std::map<int32_t, int> counts;
@@ -22,13 +34,7 @@ double chi_square(Sampler& sampler, const std::vector<float>& logits,
     EXPECT_TRUE(expected.count(token)) << "drew filtered token " << token;
     ++counts[token];
   }
-  double chi2 = 0;
-  for (const auto& [token, prob] : expected) {
-    const double e = prob * n;
-    const double d = counts[token] - e;
-    chi2 += d * d / e;
-  }
-  return chi2;
+  return pearson(counts, expected, n);
 }
 
 TEST(Distribution, DefaultChainDrawsMatchThePostFilterSoftmax) {
@@ -135,15 +141,6 @@ TEST(SpeculativeVerification, DraftsDoNotChangeTheDistribution) {
     for (const auto& [tok, prob] : s.distribution(l, {})) expected[tok] = prob;
   }
   ASSERT_EQ(expected.size(), 8u);
-  auto chi2_of = [&](const std::map<int32_t, int>& counts) {
-    double chi2 = 0;
-    for (const auto& [tok, prob] : expected) {
-      const double e = prob * kDraws;
-      const double d = (counts.count(tok) ? counts.at(tok) : 0) - e;
-      chi2 += d * d / e;
-    }
-    return chi2;
-  };
   // The likeliest token, a middling one, an unlikely one.
   for (int32_t draft : {3, 4, 5}) {
     Sampler s(p);
@@ -168,7 +165,7 @@ TEST(SpeculativeVerification, DraftsDoNotChangeTheDistribution) {
       }
       ++mutant_counts[m_tok];
     }
-    const double chi2 = chi2_of(counts), mutant_chi2 = chi2_of(mutant_counts);
+    const double chi2 = pearson(counts, expected, kDraws), mutant_chi2 = pearson(mutant_counts, expected, kDraws);
     std::printf("draft %d: kept %.3f (p %.3f), chi-square %.2f, without the residual %.1f\n", draft,
                 static_cast<double>(kept) / kDraws, expected[draft], chi2, mutant_chi2);
     EXPECT_LT(chi2, critical) << "draft " << draft;
