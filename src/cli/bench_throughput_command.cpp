@@ -158,7 +158,9 @@ int run_bench_throughput(const ThroughputArgs& a) {
   const int32_t ctx = a.ctx > 0 ? a.ctx : mc.n_ctx_train;
   auto ec = engine_config(a.engine, ctx);
   if (!ec) return fail(ec.status());
-  auto engine_r = Engine::create(model, nullptr, *ec);
+  auto draft = load_draft_model(ec->speculative, *loaded);
+  if (!draft) return fail(draft.status());
+  auto engine_r = Engine::create(model, nullptr, *ec, draft->model.get());
   if (!engine_r) return fail(engine_r.status());
   Engine& engine = **engine_r;
 

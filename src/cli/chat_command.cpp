@@ -56,7 +56,9 @@ int run_chat(const ChatArgs& a) {
   ea.max_num_seqs = 1;
   auto ec = engine_config(ea, ctx);
   if (!ec) return fail(ec.status());
-  auto engine = Engine::create(model, tokenizer.get(), *ec);
+  auto draft = load_draft_model(ec->speculative, *loaded);
+  if (!draft) return fail(draft.status());
+  auto engine = Engine::create(model, tokenizer.get(), *ec, draft->model.get());
   if (!engine) return fail(engine.status());
 
   std::signal(SIGINT, on_sigint);

@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -10,6 +13,16 @@
 #include "cli/commands.h"
 
 namespace pagoda {
+
+namespace {
+
+// llama.cpp's multi-letter short flags, which CLI11 (one letter after a single dash) cannot
+// name: each becomes its long form before parsing.
+constexpr std::pair<std::string_view, std::string_view> kLlamaCppShortFlags[] = {
+    {"-md", "--model-draft"},
+};
+
+}  // namespace
 
 int cli_main(int argc, char** argv) {
   CLI::App app{"Pagoda: LLM inference engine for GGUF models"};
@@ -19,8 +32,16 @@ int cli_main(int argc, char** argv) {
                                  add_serve_command(app), add_chat_command(app), add_quantize_command(app),
                                  add_perplexity_command(app), add_pull_command(app),
                                  add_list_command(app), add_plan_command(app), add_doctor_command(app)};
+  if (argc > 0) app.name(argv[0]);  // as parse(argc, argv) would, for the usage line
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) {
+    std::string_view a = argv[i];
+    for (const auto& [from, to] : kLlamaCppShortFlags)
+      if (a == from) a = to;
+    args.emplace_back(a);  // CLI11 takes the arguments in reverse order
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

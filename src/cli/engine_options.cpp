@@ -34,7 +34,18 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
                  "Speculative decoding as vLLM configures it, a JSON object: {\"method\": \"ngram\", "
                  "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1} drafts by prompt "
                  "lookup and verifies the drafts in the step (greedy: the same tokens as plain decoding; sampled: the same "
-                 "distribution)");
+                 "distribution); {\"model\": \"DRAFT.gguf\", \"num_speculative_tokens\": 4} drafts with a smaller model "
+                 "of the same vocabulary (optional \"draft_p_min\", \"draft_min\" as below)");
+  app.add_option("--model-draft", a.model_draft,
+                 "(also -md) Draft model for speculative decoding, a GGUF path or catalog name with the model's "
+                 "vocabulary (llama.cpp's flag)");
+  app.add_option("--draft-max,--draft,--draft-n", a.draft_max, "With --model-draft: the most draft tokens per step")
+      ->check(CLI::Range(1, 32));
+  app.add_option("--draft-min", a.draft_min, "With --model-draft: fewer drafts than this are not verified")
+      ->check(CLI::Range(0, 32));
+  app.add_option("--draft-p-min", a.draft_p_min,
+                 "With --model-draft: drafting stops where the draft's top probability is below this")
+      ->check(CLI::Range(0.0, 0.999));
 }
 
 Result<size_t> parse_memory_size(const std::string& s) {
@@ -95,6 +106,19 @@ Result<EngineConfig> engine_config(const EngineArgs& a, int32_t max_model_len) {
     if (c.scheduler.mode == ScheduleMode::kStatic)
       return error("--speculative-config needs the continuous scheduler (static batches run in lockstep)");
     c.speculative = *sc;
+  }
+  if (!a.model_draft.empty()) {
+    if (!a.speculative_config.empty())
+      return error("--model-draft and --speculative-config both configure speculative decoding: give one");
+    if (c.scheduler.mode == ScheduleMode::kStatic)
+      return error("--model-draft needs the continuous scheduler (static batches run in lockstep)");
+    if (a.draft_min > a.draft_max)
+      return error("--draft-min {} is more than --draft-max {}", a.draft_min, a.draft_max);
+    c.speculative.method = "draft_model";
+    c.speculative.model = a.model_draft;
+    c.speculative.num_speculative_tokens = a.draft_max;
+    c.speculative.draft_min = a.draft_min;
+    c.speculative.draft_p_min = a.draft_p_min;
   }
   c.max_model_len = max_model_len;
   return c;

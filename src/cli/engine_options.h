@@ -28,6 +28,11 @@ struct EngineArgs {
   bool disable_hybrid_kv = false;
   bool no_grammar_fast_forward = false;
   std::string speculative_config;  // vLLM's JSON (engine/speculative.h); "" off
+  // llama.cpp's draft-model flags, the same as {"method": "draft_model", ...}.
+  std::string model_draft;
+  int32_t draft_max = 16;
+  int32_t draft_min = 0;
+  float draft_p_min = 0.75f;
 };
 
 void add_engine_options(CLI::App& app, EngineArgs& args);

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/system_memory.h"
 #include "cli/pull_progress.h"
+#include "engine/draft_model.h"
 
 namespace pagoda {
 
@@ -23,6 +24,21 @@ Result<LoadedModel> load_model(const std::string& model, ThreadPool& pool) {
   if (!loaded) return loaded.status();
   out.model = std::move(loaded.value());
   return out;
+}
+
+Result<LoadedModel> load_draft_model(const SpeculativeConfig& spec, const LoadedModel& target) {
+  if (!spec.enabled() || spec.method != "draft_model") return LoadedModel{};
+  auto draft = load_model(spec.model, ThreadPool::global());
+  if (!draft) return error("the draft model {}: {}", spec.model, draft.status().message());
+  auto draft_vocab = Vocab::from_gguf(*draft->file);
+  if (!draft_vocab) return error("the draft model {}: {}", spec.model, draft_vocab.status().message());
+  Result<Vocab> target_vocab = target.tokenizer ? Result<Vocab>(target.tokenizer->vocab()) : Vocab::from_gguf(*target.file);
+  if (!target_vocab) return error("the target model's vocabulary: {}", target_vocab.status().message());
+  if (Status st = check_draft_vocabulary(*target_vocab, *draft_vocab); !st.is_ok())
+    return error("the draft model {} cannot draft for this model: {}", spec.model, st.message());
+  draft->file->drop_all_pages();
+  release_free_heap();
+  return draft;
 }
 
 Result<LoadedModel> load_model_with_tokenizer(const std::string& path, int32_t threads, bool require_tokenizer) {

@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "gguf/gguf_file.h"
+#include "engine/speculative.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,6 +27,11 @@ struct LoadedModel {
 // tokenizer cannot be built is an error; otherwise it loads with a warning and no tokenizer.
 Result<LoadedModel> load_model(const std::string& model, ThreadPool& pool);
 Result<LoadedModel> load_model_with_tokenizer(const std::string& model, int32_t threads, bool require_tokenizer);
+
+// The draft model speculative decoding asks for (speculative.method "draft_model"), loaded
+// as `model` is (a path or a catalog name) onto the same thread pool, its vocabulary
+// checked against the target's (check_draft_vocabulary); an empty LoadedModel otherwise.
+Result<LoadedModel> load_draft_model(const SpeculativeConfig& spec, const LoadedModel& target);
 
 // The chat template's source: the file named (when given), else the model's
 // tokenizer.chat_template, else empty (the server's built-in one for the family).

@@ -115,7 +115,9 @@ int run_run(const RunArgs& a, bool use_ids) {
   ea.max_num_seqs = 1;
   auto ec = engine_config(ea, ctx);
   if (!ec) return fail(ec.status());
-  auto engine = Engine::create(model, tokenizer.get(), *ec);
+  auto draft = load_draft_model(ec->speculative, *loaded);
+  if (!draft) return fail(draft.status());
+  auto engine = Engine::create(model, tokenizer.get(), *ec, draft->model.get());
   if (!engine) return fail(engine.status());
 
   GenerateOptions opts;

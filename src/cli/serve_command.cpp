@@ -96,7 +96,9 @@ int run_serve(const ServeArgs& a) {
   const int32_t ctx = a.ctx > 0 ? a.ctx : model.config().n_ctx_train;
   auto ec = engine_config(a.engine, ctx);
   if (!ec) return fail(ec.status());
-  auto engine = Engine::create(model, tokenizer.get(), *ec);
+  auto draft = load_draft_model(ec->speculative, *loaded);
+  if (!draft) return fail(draft.status());
+  auto engine = Engine::create(model, tokenizer.get(), *ec, draft->model.get());
   if (!engine) return fail(engine.status());
   (*engine)->prefault_kv();
 

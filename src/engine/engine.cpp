@@ -73,7 +73,8 @@ size_t Engine::scratch_bytes(const ModelConfig& mc, const EngineConfig& config) 
   return static_cast<size_t>(std::max<int64_t>(rows, 1) * mc.n_vocab) * sizeof(float);
 }
 
-Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config) {
+Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config,
+                                               Model* draft) {
   const ModelConfig& mc = model.config();
   const SchedulerConfig& sc = config.scheduler;
   if (sc.max_num_seqs < 1) return error("--max-num-seqs must be at least 1 (got {})", sc.max_num_seqs);
@@ -93,6 +94,17 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   SchedulerConfig scheduler_config = sc;
   scheduler_config.max_model_len = static_cast<int32_t>(e->max_model_len_);
   e->scheduler_ = std::make_unique<Scheduler>(scheduler_config, *e->pool_, *e->storage_);
+  if (config.speculative.enabled() && config.speculative.method == "draft_model") {
+    if (draft == nullptr) return error("speculative decoding with a draft model needs the draft model loaded");
+    // As many positions as the target's pool holds, and every running sequence's drafts
+    // past them: the draft never runs out where the target does not.
+    const int32_t bs = config.block_size;
+    const int32_t extra = sc.max_num_seqs * ((config.speculative.num_speculative_tokens + bs - 1) / bs + 1);
+    auto d = DraftModel::create(*draft, mc.n_vocab, bs, budget->blocks + extra, config.kv_type,
+                                static_cast<int32_t>(e->max_model_len_), config.speculative.draft_p_min);
+    if (!d) return d.status();
+    e->drafter_ = std::move(d.value());
+  }
   return e;
 }
 
@@ -151,8 +163,10 @@ Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const Request
 bool Engine::abort(RequestId id) {
   auto it = requests_.find(id);
   if (it == requests_.end()) return false;
-  for (auto& s : it->second.seqs)
+  for (auto& s : it->second.seqs) {
     if (s->status != SeqStatus::kFinished) scheduler_->remove(s.get());
+    forget_drafts(*s);
+  }
   requests_.erase(it);
   if (requests_.empty()) {  // as at the end of step()
     release_rows();
@@ -164,6 +178,12 @@ void Engine::release_rows() {
   // Swapped out, not assigned {}: that would keep the capacity.
   std::vector<float>().swap(logits_);
   std::vector<std::vector<float>>().swap(draw_rows_);
+  // Nothing runs, so no draft KV is anyone's (the pool keeps its cached prefixes).
+  if (drafter_) drafter_->release_all();
+}
+
+void Engine::forget_drafts(const Sequence& s) {
+  if (drafter_) drafter_->release(s.id);
 }
 
 void Engine::fork(RequestRecord& r, Sequence& parent) {
@@ -290,6 +310,9 @@ void Engine::propose_drafts() {
   speculation_.clear();
   const SpeculativeConfig& sc = config_.speculative;
   if (!sc.enabled() || config_.scheduler.mode != ScheduleMode::kContinuous) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Sequence*> seqs;
+  std::vector<int32_t> ks;
   for (Sequence* s : scheduler_->running()) {
     // Decode only: a sample's last token is its only uncomputed one.
     const RequestParams& p = *s->params;
@@ -304,12 +327,38 @@ void Engine::propose_drafts() {
     // The last accepted draft is followed by one more token: leave room for it.
     if (p.max_tokens > 0) k = std::min(k, p.max_tokens - s->output_len() - 1);
     k = static_cast<int32_t>(std::min<int64_t>(k, int64_t{max_model_len_} - s->len() - 1));
-    std::vector<int32_t> d = propose_ngram(s->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, k);
-    if (d.empty()) continue;
+    if (k <= 0 || k < sc.draft_min) continue;
+    seqs.push_back(s);
+    ks.push_back(k);
+  }
+  std::vector<std::vector<int32_t>> drafts;
+  if (drafter_) {
+    drafts = propose_with_model(seqs, ks);
+  } else {
+    for (size_t i = 0; i < seqs.size(); ++i)
+      drafts.push_back(propose_ngram(seqs[i]->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, ks[i]));
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    std::vector<int32_t>& d = drafts[i];
+    if (d.empty() || static_cast<int32_t>(d.size()) < sc.draft_min) continue;
+    Sequence* s = seqs[i];
     const int32_t base = s->len();
     s->tokens.insert(s->tokens.end(), d.begin(), d.end());
     speculation_.push_back(Speculation{s, base, std::move(d)});
   }
+  counters_.spec_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<std::vector<int32_t>> Engine::propose_with_model(std::span<Sequence* const> seqs,
+                                                            std::span<const int32_t> k) {
+  draft_requests_.resize(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) draft_requests_[i] = DraftRequest{seqs[i]->id, seqs[i]->tokens, k[i], {}};
+  std::vector<std::vector<int32_t>> out(seqs.size());
+  // A failing draft forward costs the step its drafts, never its tokens: plain decoding
+  // goes on (the draft's KV of those sequences is dropped and rebuilt on the next try).
+  if (!drafter_->propose(draft_requests_).is_ok()) return out;
+  for (size_t i = 0; i < seqs.size(); ++i) out[i] = std::move(draft_requests_[i].drafts);
+  return out;
 }
 
 void Engine::trim_drafts(const std::vector<ScheduledSeq>& work) {
@@ -408,6 +457,7 @@ Result<std::vector<StepOutput>> Engine::step() {
   std::vector<RequestId> done;
   for (auto [t, finished] : verified) {
     RequestRecord& r = requests_.at(t->request);
+    if (finished) forget_drafts(*t);
     if (!scheduler_->settle(t, finished)) continue;
     if (finished && --r.live == 0) done.push_back(t->request);
   }
@@ -442,6 +492,7 @@ Result<std::vector<StepOutput>> Engine::step() {
     forced_.clear();
     bool finished = out.finish != FinishReason::kNone;
     if (!finished) finished = fast_forward(*t, forced_);
+    if (finished) forget_drafts(*t);
     // The scheduling mode decides what a finished sequence holds on to (scheduler.h).
     if (!scheduler_->settle(t, finished)) continue;
     if (finished && --r.live == 0) done.push_back(t->request);
@@ -477,6 +528,7 @@ EngineStats Engine::stats() const {
   st.used_blocks = pool_->num_used();
   st.num_running = scheduler_->num_running();
   st.num_waiting = scheduler_->num_waiting();
+  if (drafter_) st.spec_draft_forwards = drafter_->stats().forwards;
   return st;
 }
 

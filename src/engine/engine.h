@@ -22,6 +22,7 @@
 
 #include "base/status.h"
 #include "base/timer.h"
+#include "engine/draft_model.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -49,7 +50,8 @@ struct EngineConfig {
   // logprobs or logits only (a forced token has no distribution of its own).
   bool grammar_fast_forward = true;
   // Speculative decoding (engine/speculative.h): samples in decode draft tokens by prompt
-  // lookup and verify them in the step; off unless configured.
+  // lookup or with a draft model (engine/draft_model.h) and verify them in the step; off
+  // unless configured.
   SpeculativeConfig speculative;
 };
 
@@ -68,6 +70,8 @@ struct EngineStats {
   int64_t spec_drafts = 0;
   int64_t spec_drafted_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  double spec_draft_seconds = 0;       // time spent proposing drafts (a draft model's forwards included)
+  int64_t spec_draft_forwards = 0;     // a draft model's forward passes
   double kv_usage() const { return num_blocks > 0 ? static_cast<double>(used_blocks) / num_blocks : 0.0; }
 };
 
@@ -83,8 +87,12 @@ struct KvBudget {
 
 class Engine {
  public:
-  // The tokenizer (optional) decides which tokens end generation.
-  static Result<std::unique_ptr<Engine>> create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config);
+  // The tokenizer (optional) decides which tokens end generation. `draft` is the draft
+  // model of speculative.method "draft_model" (required there, else unused); its
+  // vocabulary must be checked against the target's first (check_draft_vocabulary). Its KV
+  // pool holds as many positions as the target's, plus the drafts of a full batch.
+  static Result<std::unique_ptr<Engine>> create(Model& model, const Tokenizer* tokenizer, const EngineConfig& config,
+                                                Model* draft = nullptr);
 
   // The one validation of a request: an empty prompt, ids outside the vocabulary, a
   // prompt that leaves no room in max_model_len (or, with max_tokens_must_fit, no room
@@ -111,6 +119,7 @@ class Engine {
   int32_t max_model_len() const { return max_model_len_; }
   const BlockPool& block_pool() const { return *pool_; }
   const KvStorage& kv_storage() const { return *storage_; }
+  const DraftModel* draft_model() const { return drafter_.get(); }
   void prefault_kv() { storage_->prefault(); }
   // The KV shape the engine builds for a model (to size budgets from outside).
   static KvShape kv_shape(const ModelConfig& mc, const EngineConfig& config);
@@ -157,6 +166,10 @@ class Engine {
     std::vector<int32_t> drafts;     // those the step computes (after trim_drafts)
   };
   void propose_drafts();
+  // The draft model's proposals for the eligible sequences (k each) of this step.
+  std::vector<std::vector<int32_t>> propose_with_model(std::span<Sequence* const> seqs, std::span<const int32_t> k);
+  // A sequence that finished or left: its draft KV goes too.
+  void forget_drafts(const Sequence& s);
   void trim_drafts(const std::vector<ScheduledSeq>& work);
   const Speculation* speculation_of(const Sequence* s) const;
   // Samples row after row of a drafted sequence while its choices equal the drafts;
@@ -173,6 +186,8 @@ class Engine {
   std::unique_ptr<KvStorage> storage_;
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<DraftModel> drafter_;  // speculative.method "draft_model"
+  std::vector<DraftRequest> draft_requests_;
   std::unordered_map<RequestId, RequestRecord> requests_;
   RequestId next_request_ = 1;
   int64_t next_seq_ = 1;

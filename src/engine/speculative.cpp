@@ -30,10 +30,22 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
     if (key == "method") {
       if (!value.is_string()) return error("--speculative-config: method must be a string");
       c.method = value.get<std::string>();
-      if (c.method != "ngram")
+      if (c.method != "ngram" && c.method != "draft_model")
         return error("--speculative-config: method \"{}\" is not supported (supported: ngram, prompt lookup from the "
-                     "sequence's own tokens; draft models are not yet)",
+                     "sequence's own tokens; draft_model, a smaller model with the same vocabulary)",
                      c.method);
+    } else if (key == "model") {
+      if (!value.is_string() || value.get<std::string>().empty())
+        return error("--speculative-config: model must be a GGUF path or a catalog name");
+      c.model = value.get<std::string>();
+    } else if (key == "draft_min") {
+      auto v = as_int(0, 32);
+      if (!v) return v.status();
+      c.draft_min = *v;
+    } else if (key == "draft_p_min") {
+      if (!value.is_number() || !(value.get<double>() >= 0.0 && value.get<double>() < 1.0))
+        return error("--speculative-config: draft_p_min must be a number in [0, 1)");
+      c.draft_p_min = value.get<float>();
     } else if (key == "num_speculative_tokens") {
       auto v = as_int(1, 32);
       if (!v) return v.status();
@@ -47,12 +59,18 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
       if (!v) return v.status();
       c.prompt_lookup_min = *v;
     } else {
-      return error("--speculative-config: unknown key \"{}\" (method, num_speculative_tokens, prompt_lookup_max, "
-                   "prompt_lookup_min)",
+      return error("--speculative-config: unknown key \"{}\" (method, model, num_speculative_tokens, "
+                   "prompt_lookup_max, prompt_lookup_min, draft_min, draft_p_min)",
                    key);
     }
   }
-  if (c.method.empty()) return error("--speculative-config: method is required (\"ngram\")");
+  // vLLM infers the method from the model given.
+  if (c.method.empty() && !c.model.empty()) c.method = "draft_model";
+  if (c.method.empty()) return error("--speculative-config: method is required (\"ngram\" or \"draft_model\")");
+  if (c.method == "draft_model" && c.model.empty())
+    return error("--speculative-config: the draft_model method needs \"model\" (a GGUF path or a catalog name)");
+  if (c.method == "ngram" && !c.model.empty())
+    return error("--speculative-config: \"model\" is for the draft_model method; ngram drafts from the sequence itself");
   if (c.num_speculative_tokens == 0) return error("--speculative-config: num_speculative_tokens is required");
   if (c.prompt_lookup_min > c.prompt_lookup_max)
     return error("--speculative-config: prompt_lookup_min {} is more than prompt_lookup_max {}", c.prompt_lookup_min,

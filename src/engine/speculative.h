@@ -6,9 +6,9 @@
 // tokens; sampled: the same distribution). The
 // KV of rejected drafts is rolled back (the positions are simply not counted as computed;
 // the next step overwrites them, and the prefix cache only ever hashes verified blocks).
-// Drafting here is prompt lookup (vLLM's "ngram" method): the tokens that followed the
-// most recent earlier occurrence of the sequence's last n tokens, for n from
-// prompt_lookup_max down to prompt_lookup_min. Sampled requests verify by modified
+// Drafting is prompt lookup (vLLM's "ngram" method): the tokens that followed the most
+// recent earlier occurrence of the sequence's last n tokens, for n from prompt_lookup_max
+// down to prompt_lookup_min; or a draft model (engine/draft_model.h). Sampled requests verify by modified
 // rejection sampling (Sampler::sample_draft), so their tokens keep the target's
 // distribution. Pure functions and plain data; thread-compatible.
 #pragma once
@@ -23,15 +23,20 @@
 namespace pagoda {
 
 struct SpeculativeConfig {
-  std::string method;                  // "" (off) or "ngram"
+  std::string method;                  // "" (off), "ngram" or "draft_model"
   int32_t num_speculative_tokens = 0;  // the most drafts per step and sequence
   int32_t prompt_lookup_max = 4;       // the longest suffix looked up (tokens)
   int32_t prompt_lookup_min = 1;       // the shortest
+  std::string model;                   // draft_model: its GGUF path or catalog name
+  int32_t draft_min = 0;               // fewer drafts than this are not verified (llama.cpp's --draft-min)
+  float draft_p_min = 0.0f;            // draft_model: stop drafting below this top probability
   bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
 };
 
 // vLLM's JSON: {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
-// "prompt_lookup_min": 1}; unknown keys and methods are errors that name them.
+// "prompt_lookup_min": 1} or {"model": "draft.gguf", "num_speculative_tokens": 4} (method
+// "draft_model" implied), plus llama.cpp's draft_min and draft_p_min; unknown keys and
+// methods are errors that name them.
 Result<SpeculativeConfig> parse_speculative_config(const std::string& json);
 
 // Up to k tokens to follow `tokens`: after the most recent earlier occurrence of its

@@ -159,6 +159,8 @@ std::string Metrics::render() const {
           static_cast<double>(engine_.spec_drafted));
   counter("spec_decode_num_accepted_tokens", "Speculative decoding: draft tokens accepted.",
           static_cast<double>(engine_.spec_accepted));
+  counter("spec_decode_draft_seconds", "Speculative decoding: time spent proposing drafts (a draft model's forwards).",
+          engine_.spec_draft_s);
   counter("prompt_tokens", "Prompt tokens processed.", static_cast<double>(prompt_tokens_));
   counter("generation_tokens", "Tokens generated.", static_cast<double>(generation_tokens_));
   o += "# HELP pagoda:request_success Finished requests by finish reason.\n# TYPE pagoda:request_success counter\n";

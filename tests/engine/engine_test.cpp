@@ -28,15 +28,16 @@ using testing_util::Workload;
 
 // 64 requests of mixed lengths under memory pressure, each compared with its run alone
 // (plain decoding, whatever `c` turns on).
-EngineStats check_mixed_workload(const testing_util::TinyModel& m, EngineConfig c = {}, int32_t blocks = 48) {
+EngineStats check_mixed_workload(const testing_util::TinyModel& m, EngineConfig c = {}, int32_t blocks = 48,
+                                 Model* draft = nullptr) {
   const Workload w = mixed_workload(64, m.model->config().n_vocab, 7);
   c.scheduler.max_num_seqs = 16;
   c.scheduler.max_num_batched_tokens = 64;  // long prompts go in chunks
   // 48 blocks of 16: room for about 6 sequences of this workload, so 16 running must
   // preempt once the long ones grow.
   c.kv_cache_bytes = KvStorage::bytes_per_block(Engine::kv_shape(m.model->config(), EngineConfig{})) * blocks;
-  auto e = Engine::create(*m.model, m.tok.get(), c);
-  EXPECT_TRUE(e.is_ok());
+  auto e = Engine::create(*m.model, m.tok.get(), c, draft);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
   if (!e.is_ok()) return {};
   std::vector<RequestId> ids;
   for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], greedy(w.max_tokens[i])));
@@ -79,6 +80,92 @@ TEST(Engine, SpeculativeDecodingMixedWorkloadMatchesPlainDecoding) {
     EXPECT_GT(st.spec_accepted_tokens, 0) << "random models loop, so prompt lookup must hit";
     EXPECT_LE(st.spec_accepted_tokens, st.spec_drafted_tokens);
   }
+}
+
+// A draft model through the same workload: its own paged KV follows each sequence
+// (rolled back to what the target accepted, cut where preemption took the target's), and
+// whatever it proposes, every request's greedy tokens equal plain decoding's. A copy of the
+// target drafts exactly what the target picks; a model of other weights and fewer layers
+// drafts mostly wrong guesses, which must cost nothing but time.
+EngineConfig draft_speculation(int32_t k) {
+  EngineConfig c;
+  c.speculative.method = "draft_model";
+  c.speculative.model = "draft.gguf";
+  c.speculative.num_speculative_tokens = k;
+  c.speculative.draft_p_min = 0.0f;
+  return c;
+}
+
+TEST(Engine, DraftModelMixedWorkloadMatchesPlainDecoding) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  const testing_util::TinyModel target = load_tiny(pool, "engine_draft_target");
+  const testing_util::TinyModel same = load_tiny(pool, "engine_draft_same");
+  RandomModelSpec other_spec;
+  other_spec.seed = 7;
+  other_spec.layers = 1;
+  const testing_util::TinyModel other = load_tiny(pool, "engine_draft_other", other_spec);
+  const EngineStats st_same = check_mixed_workload(target, draft_speculation(4), 30, same.model.get());
+  EXPECT_GT(st_same.spec_drafted_tokens, 0);
+  EXPECT_GT(st_same.spec_draft_forwards, 0);
+  // The copy guesses right wherever a draft is verified whole; only drafts cut by a
+  // request's end or its preemption are lost.
+  EXPECT_GE(st_same.spec_accepted_tokens * 10, st_same.spec_drafted_tokens * 9)
+      << st_same.spec_accepted_tokens << " of " << st_same.spec_drafted_tokens;
+  const EngineStats st_other = check_mixed_workload(target, draft_speculation(4), 40, other.model.get());
+  EXPECT_GT(st_other.spec_drafted_tokens, 0);
+  EXPECT_LT(st_other.spec_accepted_tokens, st_same.spec_accepted_tokens);
+}
+
+// The samples of one request (n > 1) draft each for itself, sharing the prompt's KV in the
+// draft's pool as in the target's; seeded sampled requests give the same tokens batched
+// as alone, with a draft model as with prompt lookup.
+TEST(Engine, DraftModelServesForkedAndSampledRequestsAsPlainDecodingDoes) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  auto m = load_tiny(pool, "engine_draft_fork");
+  auto d = load_tiny(pool, "engine_draft_fork_draft");
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 37; ++i) prompt.push_back(5 + 7 * i % 400);
+  RequestParams p = greedy(24);
+  p.n = 3;
+  auto e = Engine::create(*m.model, m.tok.get(), draft_speculation(3), d.model.get());
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  const RequestId id = *(*e)->add_request(prompt, p);
+  Outputs got = drain(**e);
+  const std::vector<int32_t> alone = run_alone(*m.model, m.tok.get(), prompt, greedy(24));
+  for (int32_t i = 0; i < 3; ++i) EXPECT_EQ((got[{id, i}]), alone) << "sample " << i;
+  EXPECT_GT((*e)->stats().spec_accepted_tokens, 0);
+  EXPECT_EQ((*e)->stats().used_blocks, 0);
+  EXPECT_GT((*e)->draft_model()->pool().num_cached_free(), 0) << "the samples' common prompt should be cached";
+
+  const Workload w = mixed_workload(12, m.model->config().n_vocab, 9);
+  auto sampled = [&](size_t i) {
+    RequestParams s = greedy(w.max_tokens[i]);
+    s.sampling.temperature = 0.8f;
+    s.sampling.seed = 300 + i;
+    return s;
+  };
+  auto batched = Engine::create(*m.model, m.tok.get(), draft_speculation(4), d.model.get());
+  ASSERT_TRUE(batched.is_ok());
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*batched)->add_request(w.prompts[i], sampled(i)));
+  Outputs all = drain(**batched);
+  EXPECT_GT((*batched)->stats().spec_accepted_tokens, 0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto one = Engine::create(*m.model, m.tok.get(), draft_speculation(4), d.model.get());
+    ASSERT_TRUE(one.is_ok());
+    const RequestId rid = *(*one)->add_request(w.prompts[i], sampled(i));
+    EXPECT_EQ((all[{ids[i], 0}]), (drain(**one)[{rid, 0}])) << "request " << i;
+  }
+}
+
+TEST(Engine, DraftModelMethodWithoutADraftIsRefused) {
+  ThreadPool pool(1);
+  auto m = load_tiny(pool, "engine_draft_missing");
+  auto e = Engine::create(*m.model, m.tok.get(), draft_speculation(2));
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("needs the draft model"), std::string::npos) << e.status().message();
 }
 
 // LongRoPE (Phi-3) picks its factors by how long a sequence may grow: the engine's

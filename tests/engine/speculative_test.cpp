@@ -65,11 +65,13 @@ TEST(SpeculativeConfigJson, ReadsVllmsKeysAndNamesWhatIsWrong) {
             std::string::npos);
   EXPECT_NE(message(R"({"method": "ngram"})").find("num_speculative_tokens is required"), std::string::npos);
   EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 0})").find("integer in 1..32"), std::string::npos);
-  EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 2, "model": "x"})").find("unknown key \"model\""),
+  EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 2, "model": "x"})").find("\"model\" is for the draft_model method"),
             std::string::npos);
   EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 5,
                         "prompt_lookup_max": 2})")
                 .find("prompt_lookup_min 5 is more than prompt_lookup_max 2"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"method": "draft_model", "num_speculative_tokens": 2})").find("needs \"model\""),
             std::string::npos);
   EXPECT_NE(message("[1]").find("JSON object"), std::string::npos);
   EXPECT_NE(message("{").find("not JSON"), std::string::npos);
