@@ -295,6 +295,7 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
   ap.scale = c.attn_scale;
   ap.window = local ? c.sliding_window : 0;
   ap.softcap = c.attn_softcap;
+  ap.token_count_invariant = token_count_invariant_;
   attention_paged(q_.data(), std::span<const AttnSeq>(attn_seqs_).subspan(group * n_seqs, n_seqs), kv.layer(l), ap,
                   att_.data(), pool);
   if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd, -1);

@@ -52,6 +52,10 @@ class Model {
   // rope.scaling.original_context_length, else the short ones. Load chooses for the
   // trained context; call before running, never during a forward.
   void set_context_length(int32_t n_ctx);
+  // Whether a token's attention must not depend on how many tokens of its sequence a
+  // forward computes (AttentionParams::token_count_invariant): on for a speculating
+  // engine's target, whose verification rows must equal plain decoding's.
+  void set_token_count_invariant(bool on) { token_count_invariant_ = on; }
   size_t weight_bytes() const { return weight_bytes_; }
   // The activation buffers a forward of `tokens` tokens in one step allocates (steps are
   // cut into pieces of at most 512 tokens); they are kept for the model's lifetime.
@@ -130,6 +134,7 @@ class Model {
   std::vector<BatchSeq> pieces_;
   ActivationObserver observer_;
   RoutingObserver routing_observer_;
+  bool token_count_invariant_ = false;
   // PAGODA_MOE_STATS=0 turns the expert statistics off, only to measure what they cost.
   bool moe_stats_on_ = true;
 };

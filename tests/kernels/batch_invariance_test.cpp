@@ -74,6 +74,28 @@ TEST_P(BatchInvarianceTest, ScalarTileEqualsSingleTokenDotBitForBit) {
   EXPECT_EQ(mismatched_tokens(k, p, all, 3, 1), 0);
 }
 
+// The AVX2 K-quant kernels combine each super-block's exact integer sums with the same
+// float operations in the dot and the tile, so they batch exactly too: every token count
+// from 1 (the dot) through the dot fallback of short chunks, one and two 8-lane vectors,
+// to 64-token chunks and their tails.
+TEST_P(BatchInvarianceTest, Avx2KQuantTileEqualsSingleTokenDotBitForBit) {
+  const DType t = GetParam();
+  if (t != DType::Q2_K && t != DType::Q3_K && t != DType::Q4_K && t != DType::Q5_K && t != DType::Q6_K)
+    GTEST_SKIP() << "only the K-quant bodies are exact on AVX2";
+  if (best_simd_target() < SimdTarget::kAvx2) GTEST_SKIP() << "this CPU has no AVX2";
+  const DotKernels k = dot_kernels(t, SimdTarget::kAvx2);
+  const Problem p = make_problem(t, k, 35, 1024, 70);
+  std::vector<float> alone(p.tokens * p.rows);
+  for (int64_t tk = 0; tk < p.tokens; ++tk)
+    for (int64_t r = 0; r < p.rows; ++r)
+      alone[tk * p.rows + r] = k.dot(p.cols, p.w.data() + r * p.rb, p.x.data() + tk * p.xb);
+  for (const int64_t width : {1, 2, 4, 5, 8, 9, 16, 17, 64, 70}) {
+    int bad = 0;
+    for (int64_t t0 = 0; t0 + width <= p.tokens; t0 += width) bad += mismatched_tokens(k, p, alone, t0, width);
+    EXPECT_EQ(bad, 0) << width << " tokens per call";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, BatchInvarianceTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
                                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,

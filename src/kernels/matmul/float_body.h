@@ -79,9 +79,12 @@ struct FloatBody {
     return V::hsum(V::add(V::add(a0, a1), V::add(a2, a3)));
   }
 
-  // Stores the sums of acc[r][t] to y[t * ys + r]. When kLanes is a multiple of RM, the
-  // accumulators of kLanes / RM tokens go through one transposing sum (lanes k * RM + r
-  // are token t + k's rows; missing tokens are zeros); otherwise one sum each.
+  // Stores the sums of acc[r][t] to y[t * ys + r], every one through the transposing sum
+  // (its lanes added in the same tree whatever the block's shape), so a (row, token)
+  // result does not depend on the block it fell in: how a matrix's rows are split over
+  // threads, or how many tokens a call brings, changes no bits. When kLanes is a multiple
+  // of RM, the accumulators of kLanes / RM tokens share one (lanes k * RM + r are token
+  // t + k's rows; missing tokens are zeros); otherwise each token's RM rows take one.
   template <int RM, int RN>
   __attribute__((always_inline)) static void store_sums(F (&acc)[RM][RN], float* y, size_t ys) {
     if constexpr (L % RM == 0) {
@@ -95,8 +98,13 @@ struct FloatBody {
         for (int k = 0; k < G && t + k < RN; ++k) std::memcpy(y + (t + k) * ys, s + k * RM, RM * sizeof(float));
       }
     } else {
-      for (int t = 0; t < RN; ++t)
-        for (int r = 0; r < RM; ++r) y[t * ys + r] = V::hsum(acc[r][t]);
+      for (int t = 0; t < RN; ++t) {
+        F a[L];
+        for (int k = 0; k < L; ++k) a[k] = k < RM ? acc[k][t] : V::zero();
+        alignas(64) float sums[L];
+        V::store(sums, V::reduce(a));
+        std::memcpy(y + t * ys, sums, RM * sizeof(float));
+      }
     }
   }
 

@@ -3,9 +3,12 @@
 //
 // dot (decode): one weight row x one Q8_K row, 32 values per vector. vpmaddubsw
 // multiplies unsigned levels with the activation quants into int16 pairs (bounded by
-// 2 * 63 * 127 < 2^15), vpmaddwd applies the int16 group scale and widens to int32. One
-// float FMA per super-block, one horizontal sum per row. Level offsets (Q6_K: q - 32,
-// Q3_K: q - 4) and the mins of Q2_K/Q4_K/Q5_K are taken back with the activation bsums.
+// 2 * 63 * 127 < 2^15), vpmaddwd applies the int16 group scale and widens to int32. Level
+// offsets (Q6_K: q - 32, Q3_K: q - 4) and the mins of Q2_K/Q4_K/Q5_K are taken back with
+// the activation bsums. Each super-block's integer sums are reduced to scalars and
+// combined in floats exactly as the tile combines them (combine() below): a horizontal
+// sum per super-block, which decode (bound by reading the weights) does not notice, buys
+// batch-invariant results.
 //
 // tile (prefill): see kquant_common.h. 8 tokens per vector; vpmaddubsw of the biased
 // token quants with 4 broadcast levels, vpmaddwd with the group scale.
@@ -21,16 +24,71 @@
 namespace pagoda::simd {
 namespace {
 
-inline float hsum(__m256 v) { return V256::hsum(v); }
 inline int32_t hsum(__m256i v) { return V256::i_hsum(v); }
 
-inline float hsum(__m128 s) {
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// --- dot ------------------------------------------------------------------------------
+
+// A token's result from its super-blocks' exact integer sums: the value sum S (levels x
+// quants x group scales) and, for formats with mins, the min sum M (group mins x bsums).
+// Per super-block, in order: f = S * d, f = f - M * dmin (fused), acc = acc + f * xd
+// (fused). The tile's finish() below rounds the same three times in the same order, so a
+// token's result is the same bit for bit whether the dot or the tile computed it, alone
+// or in any batch (tests/kernels/batch_invariance_test.cpp): a request's greedy tokens do
+// not depend on what it was batched with, or on speculation's verification rows.
+//
+// Super-blocks go in pairs so that the horizontal sums cost about what the old per-lane
+// float accumulation did: one vector holds S0, S1, M0, M1 after three hadds.
+struct SbSums {
+  __m256i s;  // 8 int32 partial value sums
+  __m128i m;  // 4 int32 partial min sums (zero for formats without mins)
+};
+
+// [d0, d1, dmin0, dmin1] from each block's d | dmin << 16 (FP16 bits).
+inline __m128 scales2(uint32_t a, uint32_t b) {
+  return _mm_cvtph_ps(_mm_unpacklo_epi16(_mm_cvtsi32_si128(static_cast<int>(a)), _mm_cvtsi32_si128(static_cast<int>(b))));
 }
 
-// --- dot ------------------------------------------------------------------------------
+// kTwo: super-blocks 0 and 1 (else only 0; its sums in slot 0, slot 1 zero).
+template <bool kMins, bool kTwo>
+inline __m128 combine(__m128 acc, const SbSums& a, const SbSums& b, __m128 dd, float xd0, float xd1) {
+  const __m256i r = _mm256_hadd_epi32(a.s, b.s);
+  const __m128i r4 = _mm_add_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+  const __m128i t = _mm_hadd_epi32(r4, _mm_hadd_epi32(a.m, b.m));  // S0 S1 M0 M1
+  const __m128 sums = _mm_cvtepi32_ps(t);
+  __m128 f = _mm_mul_ps(sums, dd);
+  if constexpr (kMins) f = _mm_fnmadd_ps(_mm_movehl_ps(sums, sums), _mm_movehl_ps(dd, dd), f);
+  acc = _mm_fmadd_ss(f, _mm_set_ss(xd0), acc);
+  if constexpr (kTwo) acc = _mm_fmadd_ss(_mm_movehdup_ps(f), _mm_set_ss(xd1), acc);
+  return acc;
+}
+
+// The dot over super-block pairs. Fmt: sums(block, q8) -> SbSums, dd(block) -> d | dmin << 16.
+template <class Fmt, bool kMins>
+float dot_sb(int64_t n, const void* vw, const void* vx) {
+  const auto* w = static_cast<const typename Fmt::Block*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const int64_t nb = n / kQK_K;
+  __m128 acc = _mm_setzero_ps();
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    const SbSums a = Fmt::sums(w[i], x[i]);
+    const SbSums b = Fmt::sums(w[i + 1], x[i + 1]);
+    acc = combine<kMins, true>(acc, a, b, scales2(Fmt::dd(w[i]), Fmt::dd(w[i + 1])), x[i].d, x[i + 1].d);
+  }
+  if (i < nb) {
+    const SbSums a = Fmt::sums(w[i], x[i]);
+    const SbSums zero{_mm256_setzero_si256(), _mm_setzero_si128()};
+    acc = combine<kMins, false>(acc, a, zero, scales2(Fmt::dd(w[i]), 0), x[i].d, 0.0f);
+  }
+  return _mm_cvtss_f32(acc);
+}
+
+template <class Block>
+inline uint32_t d_dmin_bits(const Block& b) {
+  uint32_t dd;
+  std::memcpy(&dd, &b.d, 4);  // d and dmin are adjacent FP16
+  return dd;
+}
 
 // int16 scale vector [sc[a] x 8 | sc[a + 1] x 8] from 16 int8 scales: groups a, a + 1 of
 // 16 values each make up one 32-value vector.
@@ -49,36 +107,28 @@ inline __m256i sum16(const __m256i* u, const int8_t* q8, __m128i sc8) {
 }
 
 template <bool kFive>
-float dot_k4(int64_t n, const void* vw, const void* vx) {
+struct DotK4 {
   using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
-  const auto* w = static_cast<const Block*>(vw);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 accm = _mm_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const __m256i sm = _mm256_cvtepu8_epi16(decode_k4_scales(w[i].scales));  // sc0..7 | m0..7
-    // d and dmin (adjacent FP16) in one conversion, times the activation scale.
-    uint32_t dd;
-    std::memcpy(&dd, &w[i].d, 4);
-    const __m128 ds = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd))), _mm_set1_ps(x[i].d));
-    const __m256i bs = load256(x[i].bsums);
+  static uint32_t dd(const Block& b) { return d_dmin_bits(b); }
+  static SbSums sums(const Block& w, const BlockQ8_K& x) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i sm = _mm256_cvtepu8_epi16(decode_k4_scales(w.scales));  // sc0..7 | m0..7
+    const __m256i bs = load256(x.bsums);
     const __m128i bs32 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    const __m128i pm = _mm_madd_epi16(bs32, _mm256_extracti128_si256(sm, 1));
-    accm = _mm_fmadd_ps(_mm_cvtepi32_ps(pm), _mm_shuffle_ps(ds, ds, 0x55), accm);
+    const __m128i m = _mm_madd_epi16(bs32, _mm256_extracti128_si256(sm, 1));
     const __m256i sc = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
-    const int8_t* q8 = x[i].qs;
+    const int8_t* q8 = x.qs;
     __m256i s = _mm256_setzero_si256();
     __m256i lo[4], hi[4];
     if constexpr (kFive) {
-      const __m256i h = load256(w[i].qh);
-      q5_levels<0>(w[i].qs, h, lo[0], hi[0]);
-      q5_levels<1>(w[i].qs, h, lo[1], hi[1]);
-      q5_levels<2>(w[i].qs, h, lo[2], hi[2]);
-      q5_levels<3>(w[i].qs, h, lo[3], hi[3]);
+      const __m256i h = load256(w.qh);
+      q5_levels<0>(w.qs, h, lo[0], hi[0]);
+      q5_levels<1>(w.qs, h, lo[1], hi[1]);
+      q5_levels<2>(w.qs, h, lo[2], hi[2]);
+      q5_levels<3>(w.qs, h, lo[3], hi[3]);
     } else {
       for (int c = 0; c < 4; ++c) {
-        const __m256i v = load256(w[i].qs + 32 * c);
+        const __m256i v = load256(w.qs + 32 * c);
         lo[c] = _mm256_and_si256(v, m4);
         hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
       }
@@ -91,67 +141,64 @@ float dot_k4(int64_t n, const void* vw, const void* vx) {
       s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], load256(q8 + 64 * c)), sl));
       s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], load256(q8 + 64 * c + 32)), sh));
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_broadcastss_ps(ds), acc);
+    return {s, m};
   }
-  return hsum(acc) - hsum(accm);
-}
+};
 
-float dot_q6_K(int64_t n, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ6_K*>(vw);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
+struct DotQ6K {
+  using Block = BlockQ6_K;
+  static uint32_t dd(const Block& b) { return b.d; }
+  static SbSums sums(const Block& w, const BlockQ8_K& x) {
     __m256i u[8];
-    q6_levels(w[i], 0, u);
-    q6_levels(w[i], 1, u + 4);
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
-    __m256i s = sum16(u, x[i].qs, sc8);
+    q6_levels(w, 0, u);
+    q6_levels(w, 1, u + 4);
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
+    const __m256i s = sum16(u, x.qs, sc8);
     // Levels are u - 32: take back 32 * sum_g sc_g * bsums_g.
-    s = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(load256(x[i].bsums), _mm256_cvtepi8_epi16(sc8)), 5));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(x[i].d * half_to_float(w[i].d)), acc);
+    return {_mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(load256(x.bsums), _mm256_cvtepi8_epi16(sc8)), 5)),
+            _mm_setzero_si128()};
   }
-  return hsum(acc);
-}
+};
 
-float dot_q3_K(int64_t n, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ3_K*>(vw);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const __m256i hm = load256(w[i].hmask);
+struct DotQ3K {
+  using Block = BlockQ3_K;
+  static uint32_t dd(const Block& b) { return b.d; }
+  static SbSums sums(const Block& w, const BlockQ8_K& x) {
+    const __m256i hm = load256(w.hmask);
     __m256i u[8];
-    q3_levels<0>(w[i], hm, u);
-    q3_levels<1>(w[i], hm, u + 4);
-    const __m128i sc8 = decode_q3_scales(w[i].scales);
-    __m256i s = sum16(u, x[i].qs, sc8);
+    q3_levels<0>(w, hm, u);
+    q3_levels<1>(w, hm, u + 4);
+    const __m128i sc8 = decode_q3_scales(w.scales);
+    const __m256i s = sum16(u, x.qs, sc8);
     // Levels are u - 4: take back 4 * sum_g sc_g * bsums_g.
-    s = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(load256(x[i].bsums), _mm256_cvtepi8_epi16(sc8)), 2));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(x[i].d * half_to_float(w[i].d)), acc);
+    return {_mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(load256(x.bsums), _mm256_cvtepi8_epi16(sc8)), 2)),
+            _mm_setzero_si128()};
   }
-  return hsum(acc);
-}
+};
 
-float dot_q2_K(int64_t n, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ2_K*>(vw);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const float dx = x[i].d;
-    const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales));
+struct DotQ2K {
+  using Block = BlockQ2_K;
+  static uint32_t dd(const Block& b) { return d_dmin_bits(b); }
+  static SbSums sums(const Block& w, const BlockQ8_K& x) {
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
     const __m128i sc8 = _mm_and_si128(sb, m4);
     const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sb, 4), m4));
-    const __m256i pm = _mm256_madd_epi16(load256(x[i].bsums), m16);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pm), _mm256_set1_ps(dx * half_to_float(w[i].dmin)), accm);
+    const __m256i pm = _mm256_madd_epi16(load256(x.bsums), m16);
     __m256i u[8];
-    q2_levels(w[i], 0, u);
-    q2_levels(w[i], 1, u + 4);
-    const __m256i s = sum16(u, x[i].qs, sc8);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dx * half_to_float(w[i].d)), acc);
+    q2_levels(w, 0, u);
+    q2_levels(w, 1, u + 4);
+    return {sum16(u, x.qs, sc8), _mm_add_epi32(_mm256_castsi256_si128(pm), _mm256_extracti128_si256(pm, 1))};
   }
-  return hsum(acc) - hsum(accm);
+};
+
+template <bool kFive>
+float dot_k4(int64_t n, const void* w, const void* x) {
+  return dot_sb<DotK4<kFive>, true>(n, w, x);
 }
+float dot_q6_K(int64_t n, const void* w, const void* x) { return dot_sb<DotQ6K, false>(n, w, x); }
+float dot_q3_K(int64_t n, const void* w, const void* x) { return dot_sb<DotQ3K, false>(n, w, x); }
+float dot_q2_K(int64_t n, const void* w, const void* x) { return dot_sb<DotQ2K, true>(n, w, x); }
 
 // --- tile -----------------------------------------------------------------------------
 
