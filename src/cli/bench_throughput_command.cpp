@@ -212,6 +212,19 @@ int run_bench_throughput(const ThroughputArgs& a) {
       {"steps", st.steps},
       {"peak_rss_bytes", peak_resident_bytes()},
   };
+  if (ec->speculative.enabled()) {
+    // vLLM's names (S4): drafts verified, their tokens, those accepted; and what drafting cost.
+    j["speculative"] = {
+        {"method", ec->speculative.method},
+        {"num_drafts", st.spec_drafts},
+        {"num_draft_tokens", st.spec_drafted_tokens},
+        {"num_accepted_tokens", st.spec_accepted_tokens},
+        {"acceptance_rate", st.spec_drafted_tokens > 0 ? static_cast<double>(st.spec_accepted_tokens) / st.spec_drafted_tokens : 0.0},
+        {"mean_accepted_length", st.spec_drafts > 0 ? static_cast<double>(st.spec_accepted_tokens) / st.spec_drafts : 0.0},
+        {"draft_seconds", st.spec_draft_seconds},
+        {"draft_forwards", st.spec_draft_forwards},
+    };
+  }
   if (a.json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -232,6 +245,10 @@ int run_bench_throughput(const ThroughputArgs& a) {
              "preemptions {}\n",
              100 * j["kv_usage_mean"].get<double>(), 100 * m.usage_peak, 100 * j["kv_waste_mean"].get<double>(),
              100 * j["kv_waste_steady"].get<double>(), 100 * hit_rate, st.preemptions);
+  if (j.contains("speculative"))
+    fmt::print("  speculative ({}): {} drafts, {} of {} draft tokens accepted ({:.0f}%), drafting {:.2f} s\n",
+               ec->speculative.method, st.spec_drafts, st.spec_accepted_tokens, st.spec_drafted_tokens,
+               100 * j["speculative"]["acceptance_rate"].get<double>(), st.spec_draft_seconds);
   return 0;
 }
 

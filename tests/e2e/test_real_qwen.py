@@ -100,3 +100,35 @@ def test_prompt_lookup_speculation_keeps_the_greedy_text(pagoda_bin, name, tmp_p
             assert m, r.stderr
             assert int(m.group(2)) > 0.5 * int(m.group(1)), r.stderr
     assert got["spec"] == got["plain"]
+
+
+def test_draft_model_speculation_keeps_the_greedy_text(pagoda_bin, tmp_path):
+    """The 0.5B drafting for the 1.5B (llama.cpp's -md, vLLM's draft_model) on code
+    generation: exactly the tokens of plain decoding, and the draft guesses most of them."""
+    target, draft = cached("qwen2.5-coder-1.5b-instruct"), cached("qwen2.5-coder-0.5b-instruct")
+    prompt = "Write a Python function that checks whether a number is prime, then one that lists the first n primes."
+    got = {}
+    for label, extra in (("plain", []), ("md", ["-md", str(draft), "--draft-max", "6"]),
+                         ("config", ["--speculative-config",
+                                     json.dumps({"model": str(draft), "num_speculative_tokens": 3})])):
+        ids = tmp_path / f"{label}.json"
+        r = subprocess.run([str(pagoda_bin("pagoda")), "run", "-m", str(target), "-p", prompt, "-n", "48",
+                            "--temp", "0", "-t", "2", "--ids-out", str(ids), *extra],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        got[label] = json.loads(ids.read_text())["generated_ids"]
+        if label != "plain":
+            m = re.search(r"\(draft_model\): \d+ drafts of (\d+) draft tokens, (\d+) accepted", r.stderr)
+            assert m, r.stderr
+            assert int(m.group(2)) > 0.5 * int(m.group(1)), r.stderr
+    assert got["md"] == got["plain"]
+    assert got["config"] == got["plain"]
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused(pagoda_bin, write_gen_model, tmp_path):
+    target = cached("qwen2.5-coder-0.5b-instruct")
+    other = write_gen_model(tmp_path / "other.gguf")
+    r = subprocess.run([str(pagoda_bin("pagoda")), "run", "-m", str(target), "-md", str(other), "-p", "hi", "-n", "4"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert "cannot draft for this model" in r.stderr and "tokenizer is llama, the target's gpt2" in r.stderr, r.stderr

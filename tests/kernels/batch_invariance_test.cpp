@@ -84,15 +84,18 @@ TEST_P(BatchInvarianceTest, Avx2KQuantTileEqualsSingleTokenDotBitForBit) {
     GTEST_SKIP() << "only the K-quant bodies are exact on AVX2";
   if (best_simd_target() < SimdTarget::kAvx2) GTEST_SKIP() << "this CPU has no AVX2";
   const DotKernels k = dot_kernels(t, SimdTarget::kAvx2);
-  const Problem p = make_problem(t, k, 35, 1024, 70);
-  std::vector<float> alone(p.tokens * p.rows);
-  for (int64_t tk = 0; tk < p.tokens; ++tk)
-    for (int64_t r = 0; r < p.rows; ++r)
-      alone[tk * p.rows + r] = k.dot(p.cols, p.w.data() + r * p.rb, p.x.data() + tk * p.xb);
-  for (const int64_t width : {1, 2, 4, 5, 8, 9, 16, 17, 64, 70}) {
-    int bad = 0;
-    for (int64_t t0 = 0; t0 + width <= p.tokens; t0 += width) bad += mismatched_tokens(k, p, alone, t0, width);
-    EXPECT_EQ(bad, 0) << width << " tokens per call";
+  // Super-blocks in pairs and an odd one left: 1, 2 and 5 per row.
+  for (const int64_t cols : {256, 512, 1280}) {
+    const Problem p = make_problem(t, k, 35, cols, 70);
+    std::vector<float> alone(p.tokens * p.rows);
+    for (int64_t tk = 0; tk < p.tokens; ++tk)
+      for (int64_t r = 0; r < p.rows; ++r)
+        alone[tk * p.rows + r] = k.dot(p.cols, p.w.data() + r * p.rb, p.x.data() + tk * p.xb);
+    for (const int64_t width : {1, 2, 4, 5, 8, 9, 16, 17, 64, 70}) {
+      int bad = 0;
+      for (int64_t t0 = 0; t0 + width <= p.tokens; t0 += width) bad += mismatched_tokens(k, p, alone, t0, width);
+      EXPECT_EQ(bad, 0) << cols << " columns, " << width << " tokens per call";
+    }
   }
 }
 

@@ -327,3 +327,10 @@ def test_speculative_decoding_serves_the_same_greedy_tokens(pagoda_bin, tmp_path
     assert spec == plain
     assert 0 < m["pagoda:spec_decode_num_drafts_total"] <= m["pagoda:spec_decode_num_draft_tokens_total"]
     assert 0 < m["pagoda:spec_decode_num_accepted_tokens_total"] <= m["pagoda:spec_decode_num_draft_tokens_total"]
+    # A draft model (here a copy of the target, so it guesses right) through the same
+    # concurrent requests: the same tokens, drafting time counted.
+    draft = gen_tiny_model(pagoda_bin, tmp_path / "draft.gguf")
+    with_draft, m = run("--model-draft", str(draft), "--draft-max", "4")
+    assert with_draft == plain
+    assert m["pagoda:spec_decode_num_accepted_tokens_total"] > 0.5 * m["pagoda:spec_decode_num_draft_tokens_total"]
+    assert m["pagoda:spec_decode_draft_seconds_total"] > 0
