@@ -46,10 +46,6 @@ Status check_draft_vocabulary(const Vocab& target, const Vocab& draft) {
   return Status::ok();
 }
 
-size_t DraftModel::kv_bytes(const ModelConfig& draft, int32_t block_size, int32_t num_blocks, KvType kv_type) {
-  return KvStorage::bytes_per_block(draft_shape(draft, block_size, kv_type)) * static_cast<size_t>(num_blocks);
-}
-
 Result<std::unique_ptr<DraftModel>> DraftModel::create(Model& draft, int32_t target_vocab, int32_t block_size,
                                                        int32_t num_blocks, KvType kv_type, int32_t max_model_len,
                                                        float p_min) {
@@ -184,7 +180,6 @@ Status DraftModel::propose(std::span<DraftRequest> reqs) {
       if (j == 0) s.computed.insert(s.computed.end(), r.tokens.begin() + pos0, r.tokens.end());
       else s.computed.push_back(r.drafts.back());
       batch_.add(std::span<const int32_t>(s.computed).subspan(static_cast<size_t>(pos0)), pos0, s.tables, true);
-      stats_.tokens_computed += static_cast<int64_t>(s.computed.size()) - pos0;
     }
     logits_.resize(static_cast<size_t>(batch_.n_logits()) * static_cast<size_t>(V));
     st = model_.forward(batch_, *storage_, logits_.data());

@@ -49,7 +49,6 @@ struct DraftRequest {
 
 struct DraftStats {
   int64_t forwards = 0;         // draft forward passes
-  int64_t tokens_computed = 0;  // tokens they computed (catch-up and drafts)
   double seconds = 0;           // time in propose()
 };
 
@@ -60,8 +59,6 @@ class DraftModel {
   static Result<std::unique_ptr<DraftModel>> create(Model& draft, int32_t target_vocab, int32_t block_size,
                                                     int32_t num_blocks, KvType kv_type, int32_t max_model_len,
                                                     float p_min);
-  // The KV bytes create() allocates for a pool of num_blocks.
-  static size_t kv_bytes(const ModelConfig& draft, int32_t block_size, int32_t num_blocks, KvType kv_type);
 
   // Fills each request's drafts. A sequence whose KV does not fit the pool gets none (its
   // KV here is dropped) rather than failing the step; an error is the forward's own.
@@ -72,7 +69,6 @@ class DraftModel {
 
   const DraftStats& stats() const { return stats_; }
   const BlockPool& pool() const { return *pool_; }
-  Model& model() { return model_; }
 
  private:
   struct SeqKv {
