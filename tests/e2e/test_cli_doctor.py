@@ -23,6 +23,7 @@ from server_util import Server, gen_tiny_model  # noqa: E402
 
 FINDING_KEYS = {"id", "severity", "what", "why", "fix", "data"}
 CORES = len(os.sched_getaffinity(0))
+COMPUTE_BOUND_SHARE = 0.6  # kComputeBoundShare in src/doctor/checks.h
 MiB = 1 << 20
 
 
@@ -52,17 +53,42 @@ def finding(j, fid) -> dict:
     raise AssertionError(f"no {fid} in {ids(j)}")
 
 
-def quiet(doctor, *args, tries=4):
+def quiet(doctor, *args, tries=4, confirmed=lambda finding, report: False):
     """The doctor's report of a clean setup: the machine is shared, so a run that saw other
-    load (and only that) is repeated; the other checks must be silent every time."""
+    load (and only that) is repeated; the other checks must be silent every time, except a
+    finding `confirmed` measures to be true of this hardware (not a fault of the setup)."""
     for _ in range(tries):
         j = doctor(*args)
-        rest = [i for i in ids(j) if i != "cpu.other_load"]
-        assert rest == [], j["findings"]
-        if not ids(j):
+        rest = [f for f in j["findings"] if f["id"] != "cpu.other_load" and not confirmed(f, j)]
+        assert rest == [], rest
+        if "cpu.other_load" not in ids(j):
             return j
         time.sleep(2)
     raise AssertionError(f"other load on every try: {j['findings']}")
+
+
+def decode_bound_confirmed(pagoda_bin, model_path):
+    """Whether a decode.compute_bound finding on a real model is true of this machine.
+
+    Whether a format's decode is bound by memory or by the kernels' arithmetic depends on
+    the CPU: Qwen2.5-Coder-0.5B's Q5_0 decode streams at the read rate on Zen 5 and on a
+    Xeon with AVX-512, but its kernel streamed 17.5 of 36 GB/s on an AVX2 machine, where
+    the finding is right. The independent measurement is `pagoda bench`'s decode: a whole
+    step takes at least its matrix time, so weights per step x tokens/s bounds from below
+    the rate the doctor's matrix timings claim. A finding on a model that decodes faster
+    than the threshold share of the read bandwidth (plus 10% for noise) is false."""
+    def check(finding, report):
+        if finding["id"] != "decode.compute_bound":
+            return False
+        d = finding["data"]
+        r = subprocess.run([str(pagoda_bin("pagoda")), "bench", "-m", str(model_path), "-p", "0", "-n", "32",
+                            "-r", "3", "-t", str(d["threads"]), "--json"], capture_output=True, timeout=300)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        tok_s = json.loads(r.stdout)[0]["tokens_per_second_median"]
+        whole_step_rate = tok_s * report["summary"]["decode"]["weight_bytes_per_step"]
+        assert whole_step_rate <= 1.1 * d["achieved_bytes_per_s"], (whole_step_rate, finding)
+        return whole_step_rate <= 1.1 * COMPUTE_BOUND_SHARE * d["stream_bytes_per_s"]
+    return check
 
 
 @pytest.fixture(scope="module")
@@ -146,9 +172,11 @@ def test_too_small_budget_is_found_and_its_fix_fits(doctor, model):
         assert abs(after["summary"]["memory"]["total_bytes"] - fix["total_bytes"]) < MiB, fix
 
 
-def test_real_model_with_its_own_template_is_clean(doctor):
+def test_real_model_with_its_own_template_is_clean(doctor, pagoda_bin):
     for name in (GEMMA, QWEN):
-        quiet(doctor, "-m", real(name), "-c", 2048, "--max-num-seqs", 4, "--load-seconds", 0.5)
+        path = real(name)
+        quiet(doctor, "-m", path, "-c", 2048, "--max-num-seqs", 4, "--load-seconds", 0.5,
+              confirmed=decode_bound_confirmed(pagoda_bin, path))
 
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
