@@ -91,9 +91,6 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   // How far a sequence may grow is what LongRoPE picks its factors by (llama.cpp's
   // per-sequence context).
   model.set_context_length(static_cast<int32_t>(e->max_model_len_));
-  // Verification computes several tokens of a sequence at once; their attention must be
-  // what plain decoding computes one token at a time for speculation to be lossless.
-  model.set_token_count_invariant(config.speculative.enabled());
   SchedulerConfig scheduler_config = sc;
   scheduler_config.max_model_len = static_cast<int32_t>(e->max_model_len_);
   e->scheduler_ = std::make_unique<Scheduler>(scheduler_config, *e->pool_, *e->storage_);

@@ -188,7 +188,7 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
   const int64_t n = plan_chunk(seqs, kv);
   embed(tokens, n);
   for (int32_t l = 0; l < config_.n_layer; ++l) {
-    attention_block(l, n, seqs.size(), kv);
+    attention_block(l, n, kv);
     if (config_.is_moe()) moe_block(l, n);
     else ffn_block(l, n);
   }
@@ -203,15 +203,28 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
   tables_.resize(static_cast<size_t>(n));
   // Per layer group, every sequence reading through that group's tables.
   const KvLayout& layout = kv.layout();
-  const size_t n_seqs = seqs.size();
-  attn_seqs_.resize(n_seqs * static_cast<size_t>(layout.n_groups()));
+  // Rows of logits past a sequence's first (speculative decoding's verified drafts) attend
+  // as lone decode tokens: plain decoding computes each of those tokens in a step of its
+  // own, and attention sums a lone token's scores in another order than a block of a
+  // sequence's tokens, so only this keeps speculation's greedy tokens those of plain
+  // decoding (tests/engine: the packed-panel workload). The tokens before the rows (a
+  // prefill chunk) attend as one block, as any prefill does.
+  n_attn_seqs_ = 0;
+  for (const BatchSeq& s : seqs) n_attn_seqs_ += lone_rows(s) + (s.n_tokens > lone_rows(s) ? 1 : 0);
+  attn_seqs_.resize(n_attn_seqs_ * static_cast<size_t>(layout.n_groups()));
   int64_t t = 0;
-  for (size_t i = 0; i < n_seqs; ++i) {
-    for (int32_t g = 0; g < layout.n_groups(); ++g)
-      attn_seqs_[g * n_seqs + i] = AttnSeq{t, seqs[i].n_tokens, seqs[i].pos0, seqs[i].tables[g].data()};
-    for (int32_t j = 0; j < seqs[i].n_tokens; ++j, ++t) {
-      pos_[t] = seqs[i].pos0 + j;
-      tables_[t] = seqs[i].tables.data();
+  size_t a = 0;
+  for (const BatchSeq& s : seqs) {
+    const int32_t lone = lone_rows(s), head = s.n_tokens - lone;
+    for (int32_t g = 0; g < layout.n_groups(); ++g) {
+      AttnSeq* out = &attn_seqs_[g * n_attn_seqs_ + a];
+      if (head > 0) *out++ = AttnSeq{t, head, s.pos0, s.tables[g].data()};
+      for (int32_t j = head; j < s.n_tokens; ++j) *out++ = AttnSeq{t + j, 1, s.pos0 + j, s.tables[g].data()};
+    }
+    a += lone + (head > 0 ? 1 : 0);
+    for (int32_t j = 0; j < s.n_tokens; ++j, ++t) {
+      pos_[t] = s.pos0 + j;
+      tables_[t] = s.tables.data();
     }
   }
   return n;
@@ -249,7 +262,7 @@ void Model::release_embedding_row(int32_t token) const {
 // without pre-norms): Q/K/V (with the architecture's bias and QK-norm), RoPE, the KV store
 // through each token's block table, paged attention and the output projection; adds the
 // result to x_ and leaves the FFN norm of x_ in xn_.
-void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) {
+void Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
   const ModelConfig& c = config_;
   ThreadPool& pool = *pool_;
   const LayerWeights& L = weights_.layers[l];
@@ -295,8 +308,8 @@ void Model::attention_block(int32_t l, int64_t n, size_t n_seqs, KvStorage& kv) 
   ap.scale = c.attn_scale;
   ap.window = local ? c.sliding_window : 0;
   ap.softcap = c.attn_softcap;
-  ap.token_count_invariant = token_count_invariant_;
-  attention_paged(q_.data(), std::span<const AttnSeq>(attn_seqs_).subspan(group * n_seqs, n_seqs), kv.layer(l), ap,
+  attention_paged(q_.data(), std::span<const AttnSeq>(attn_seqs_).subspan(group * n_attn_seqs_, n_attn_seqs_),
+                  kv.layer(l), ap,
                   att_.data(), pool);
   if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd, -1);
   matmul(L.wo, att_.data(), n, proj_.data(), pool);

@@ -52,10 +52,6 @@ class Model {
   // rope.scaling.original_context_length, else the short ones. Load chooses for the
   // trained context; call before running, never during a forward.
   void set_context_length(int32_t n_ctx);
-  // Whether a token's attention must not depend on how many tokens of its sequence a
-  // forward computes (AttentionParams::token_count_invariant): on for a speculating
-  // engine's target, whose verification rows must equal plain decoding's.
-  void set_token_count_invariant(bool on) { token_count_invariant_ = on; }
   size_t weight_bytes() const { return weight_bytes_; }
   // The activation buffers a forward of `tokens` tokens in one step allocates (steps are
   // cut into pieces of at most 512 tokens); they are kept for the model's lifetime.
@@ -98,7 +94,9 @@ class Model {
   // The blocks of forward_chunk (decoder.cpp), in order. plan_chunk returns the tokens.
   int64_t plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv);
   void embed(const int32_t* tokens, int64_t n);
-  void attention_block(int32_t layer, int64_t n, size_t n_seqs, KvStorage& kv);
+  void attention_block(int32_t layer, int64_t n, KvStorage& kv);
+  // Tokens of s attended one by one (the rows of logits after its first), see plan_chunk.
+  static int32_t lone_rows(const BatchSeq& s) { return s.logits && s.logit_rows > 1 ? s.logit_rows : 0; }
   void ffn_block(int32_t layer, int64_t n);
   void moe_block(int32_t layer, int64_t n);  // moe_block.cpp
   void residual_add(const float* bias, const float* post_norm, const float* next_norm, const float* next_norm_b,
@@ -130,11 +128,11 @@ class Model {
   MoeStats moe_stats_;
   std::vector<int32_t> pos_;
   std::vector<const std::vector<BlockId>*> tables_;  // each token's block tables, per layer group
-  std::vector<AttnSeq> attn_seqs_;
+  std::vector<AttnSeq> attn_seqs_;  // per layer group, n_attn_seqs_ each
+  size_t n_attn_seqs_ = 0;
   std::vector<BatchSeq> pieces_;
   ActivationObserver observer_;
   RoutingObserver routing_observer_;
-  bool token_count_invariant_ = false;
   // PAGODA_MOE_STATS=0 turns the expert statistics off, only to measure what they cost.
   bool moe_stats_on_ = true;
 };

@@ -254,8 +254,12 @@ TEST(Engine, PackedWeightsBatchExactlyOnTheirSimdKernels) {
     RandomModelSpec spec;
     spec.type = t;
     const testing_util::TinyModel m = load_tiny(pool, std::string("engine_packed_") + std::string(dtype_name(t)), spec);
-    check_mixed_workload(m);
+    {
+      SCOPED_TRACE("plain decoding");
+      check_mixed_workload(m);
+    }
     // Verifying drafts is a batched step too: the same panels give the same rows.
+    SCOPED_TRACE("prompt lookup");
     EXPECT_GT(check_mixed_workload(m, ngram_speculation(4)).spec_accepted_tokens, 0);
   }
 }

@@ -346,7 +346,7 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       u.window = p.window;
       u.scale = p.scale;
       u.softcap = p.softcap;
-      u.rows_in_lanes = s.n_tokens > 1 || group >= 16 || p.token_count_invariant;
+      u.rows_in_lanes = s.n_tokens > 1 || group >= 16;
       u.scratch = buf.data();
       u.tiled = sp.tiled;
       if (sp.tiled) {

@@ -34,12 +34,6 @@ struct AttentionParams {
   float scale = 1.0f;      // applied to q.k
   int32_t window = 0;      // sliding window: query at p sees keys p-window+1..p; 0 = all
   float softcap = 0.0f;    // > 0: scores become softcap * tanh(score / softcap) before the softmax
-  // Sum every query row's scores in the same order whatever the number of tokens its
-  // sequence brings to the call. Speculative decoding verifies several tokens of a
-  // sequence that plain decoding computes one per step; with this set, both give the same
-  // bits (short of split-KV decode, kSplitMinKeys keys on). Off, a lone decode token takes
-  // the faster one-token order (about 6% of decode at 1,500 keys on AVX2).
-  bool token_count_invariant = false;
 };
 
 // How cached keys/values are stored. kF16: a row is n_kv_heads * head_dim FP16 values.
