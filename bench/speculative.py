@@ -4,16 +4,31 @@ and without `--speculative-config`, alternating rounds, medians. Prompt lookup b
 with --draft, a draft model (the draft_model method) instead.
 
   bench/speculative.py [--build build] [--model PATH|qwen-0.5b] [--draft PATH] [--rounds 3]
-                       [-n 256] [-k 4] [--verify-curve]
+                       [-n 256] [-k 4] [--verify-curve] [--llamacpp] [--concurrent 8]
+
+--llamacpp runs llama.cpp's own speculative programs in the same rounds, on the same file,
+prompt, thread count and token count (greedy, EOS ignored): `llama-lookup` (its n-gram
+prompt lookup) with --draft-max k and with its default 16, or with --draft
+`llama-speculative` (-md, --draft-max k and 16), each reporting its decode speed
+("decoded N tokens in T seconds"). Built on demand by scripts/build_llamacpp
+(LLAMACPP_TARGETS); the best llama.cpp mode per prompt is reported beside Pagoda's.
+
+--concurrent N also measures a batch: `pagoda bench throughput` with N requests of 128
+generated prompt tokens and 128 output tokens running at once (--max-num-seqs N), with and
+without the same speculative config, alternating rounds: aggregate output tokens/s on and
+off. A wide batch is where verifying drafts stops being free (the step is no longer bound
+by reading the weights), so this is where the adaptive draft length has to keep
+speculation from costing throughput.
 
 --verify-curve also reports what verification costs: the time of one forward of 1, 2, 4, 8
 and 16 tokens of one sequence at a 128-token context (`pagoda bench -p N -d 128`), as
 milliseconds and as multiples of a one-token decode step.
 
-Two prompts: an input-grounded one (a source file from this repository, then the request to
-write it out again with comments: the answer copies long runs of the prompt, where prompt
-lookup drafts well) and a free one (a story: few n-gram hits, where the adaptive draft
-length must keep speculation from costing anything). Greedy, --ignore-eos, the same number
+Four prompts: two input-grounded ones (a source file from this repository, then the request
+to write it out again; a function and the request to rename a variable in it: the answers
+copy long runs of the prompt, where prompt lookup drafts well), a free one (a story: few
+n-gram hits, where the adaptive draft length must keep speculation from costing anything)
+and code generation (where a draft model, not the prompt, has something to offer). Greedy, --ignore-eos, the same number
 of tokens either way; the outputs are compared (identical on the scalar kernels; on SIMD
 ones a verification step rounds like a batch and may flip a near tie, reported with its
 position). Reported per prompt: decode
@@ -36,6 +51,8 @@ import compare_llamacpp as cl  # noqa: E402
 GROUNDED = (cl.REPO / "src" / "engine" / "speculative.cpp").read_text()[:2500]
 PROMPTS = {
     "grounded": "Here is a C++ file:\n\n" + GROUNDED + "\n\nThe same file again, unchanged:\n\n",
+    "edit": "Here is a C++ function:\n\n" + GROUNDED[GROUNDED.index("Result<SpeculativeConfig>"):][:1200].rsplit("\n", 1)[0] +
+            "\n\nThe same function with the variable `value` renamed to `field` everywhere:\n\n",
     "free": "Once upon a time, in a small village by the sea, there lived an old fisherman who",
     "code": "Write a Python function that checks whether a number is prime, then a function that lists the "
             "first n primes.",
@@ -73,6 +90,60 @@ def run(pagoda: Path, model: Path, prompt: Path, n: int, threads: int, spec: str
                 "drafted": int(m.group(1)) if m else 0, "accepted": int(m.group(2)) if m else 0}
 
 
+def llama_peer(bin_dir: Path, model: Path, draft: Path | None, prompt: Path, n: int, threads: int,
+               k: int) -> dict:
+    """llama.cpp's lookup (or, with a draft, speculative) example on the same request."""
+    exe = bin_dir / ("llama-speculative" if draft else "llama-lookup")
+    cmd = [str(exe), "-m", str(model), "-f", str(prompt), "-n", str(n), "-t", str(threads), "-c", "4096",
+           "--temp", "0", "--ignore-eos", "--draft-max", str(k)]
+    if draft:
+        cmd += ["-md", str(draft), "-td", str(threads), "--draft-min", "0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    out = r.stdout + r.stderr
+    m = re.search(r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+) t/s", out)
+    if r.returncode != 0 or not m:
+        raise SystemExit(f"{' '.join(cmd)} failed (exit {r.returncode}):\n{out[-2000:]}")
+    acc = re.search(r"accept\s+=\s+([0-9.]+)%", out)
+    return {"decode_tok_s": float(m.group(3)), "tokens": int(m.group(1)),
+            "acceptance": float(acc.group(1)) / 100 if acc else None}
+
+
+def throughput(pagoda: Path, model: Path, n: int, threads: int, spec: str | None) -> dict:
+    cmd = [str(pagoda), "bench", "throughput", "-m", str(model), "--num-prompts", str(n), "--max-num-seqs", str(n),
+           "--input-len", "128", "--output-len", "128", "--range-ratio", "0", "-t", str(threads), "--json"]
+    if spec:
+        cmd += ["--speculative-config", spec]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout)
+
+
+def concurrent(pagoda: Path, model: Path, n: int, threads: int, spec: str, rounds: int) -> dict:
+    on, off, load, spec_stats = [], [], [], []
+    for r in range(rounds):
+        for flag in ((True, False) if r % 2 == 0 else (False, True)):
+            j = throughput(pagoda, model, n, threads, spec if flag else None)
+            (on if flag else off).append(j["output_tokens_per_second"])
+            if flag:
+                spec_stats.append(j.get("speculative"))
+            load.append(cl.other_load(0.5) or 0.0)
+        print(f"{n} concurrent round {r + 1}/{rounds}: on {on[-1]:.1f}  off {off[-1]:.1f} output tok/s",
+              file=sys.stderr)
+    row = {"sequences": n, "on_median": statistics.median(on), "off_median": statistics.median(off),
+           "ratio": statistics.median(on) / statistics.median(off), "on": on, "off": off,
+           "max_other_load": max(load), "speculative": spec_stats[-1]}
+    print(f"{n} concurrent: {row['on_median']:.1f} vs {row['off_median']:.1f} output tok/s = {row['ratio']:.2f}x, "
+          f"other load up to {row['max_other_load']:.2f} cores", file=sys.stderr)
+    return row
+
+
+def build_llamacpp() -> Path:
+    import os
+    env = dict(os.environ, LLAMACPP_TARGETS="llama llama-lookup llama-speculative")
+    return Path(cl.last_line([str(cl.REPO / "scripts" / "build_llamacpp")], "build_llamacpp", env=env))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", type=Path, default=cl.REPO / "build")
@@ -83,7 +154,11 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--draft", type=Path, help="a draft model GGUF: the draft_model method instead of prompt lookup")
     ap.add_argument("--verify-curve", action="store_true")
+    ap.add_argument("--llamacpp", action="store_true", help="also run llama-lookup / llama-speculative")
+    ap.add_argument("--concurrent", type=int, default=0, help="also N sequences at once (bench throughput)")
+    ap.add_argument("--prompts", default=",".join(PROMPTS), help="which prompts (comma-separated)")
     a = ap.parse_args()
+    llama_bin = build_llamacpp() if a.llamacpp else None
     model = Path(a.model) if Path(a.model).exists() else cl.make_model(cl.ROWS[a.model], a.build, False, a.threads)
     pagoda = a.build / "bin" / "pagoda"
     spec = (json.dumps({"method": "draft_model", "model": str(a.draft), "num_speculative_tokens": a.k}) if a.draft
@@ -96,9 +171,12 @@ def main() -> int:
                                           for n, v in report["verify_curve"].items()), file=sys.stderr)
     with tempfile.TemporaryDirectory() as d:
         for name, text in PROMPTS.items():
+            if name not in a.prompts.split(","):
+                continue
             prompt = Path(d) / f"{name}.txt"
             prompt.write_text(text)
             on, off, load, diverged = [], [], [], []
+            peers: dict[str, list[float]] = {}
             drafted = accepted = 0
             for r in range(a.rounds):
                 order = (True, False) if r % 2 == 0 else (False, True)
@@ -115,6 +193,12 @@ def main() -> int:
                     diverged.append(first)
                     print(f"{name} round {r + 1}: outputs differ from token {first} on (SIMD rounding where "
                           f"kernels are not batch-invariant, docs/speculative.md)", file=sys.stderr)
+                if llama_bin:
+                    for kk in sorted({a.k, 16}):
+                        peer = llama_peer(llama_bin, model, a.draft, prompt, a.n, a.threads, kk)
+                        peers.setdefault(f"{'llama-speculative' if a.draft else 'llama-lookup'} --draft-max {kk}",
+                                         []).append(peer["decode_tok_s"])
+                        load.append(cl.other_load(0.5) or 0.0)
                 on.append(got[True]["decode_tok_s"])
                 off.append(got[False]["decode_tok_s"])
                 drafted += got[True]["drafted"]
@@ -124,10 +208,21 @@ def main() -> int:
                    "speedup": statistics.median(on) / statistics.median(off), "acceptance": accepted / max(1, drafted),
                    "drafted": drafted, "accepted": accepted, "max_other_load": max(load), "on": on, "off": off,
                    "first_divergence": diverged}
+            if peers:
+                row["llamacpp"] = {mode: statistics.median(v) for mode, v in peers.items()}
+                best = max(row["llamacpp"], key=row["llamacpp"].get)
+                row["llamacpp_best"] = {"mode": best, "tok_s": row["llamacpp"][best],
+                                        "pagoda_over_best": row["on_median"] / row["llamacpp"][best]}
             report["prompts"][name] = row
             print(f"{name}: decode {row['on_median']:.1f} vs {row['off_median']:.1f} tok/s = {row['speedup']:.2f}x, "
                   f"{100 * row['acceptance']:.0f}% of {drafted} drafts accepted, other load up to "
                   f"{row['max_other_load']:.2f} cores", file=sys.stderr)
+            if peers:
+                b = row["llamacpp_best"]
+                print(f"{name}: llama.cpp best {b['mode']} {b['tok_s']:.1f} tok/s; pagoda with drafts "
+                      f"{b['pagoda_over_best']:.2f}x of it", file=sys.stderr)
+    if a.concurrent:
+        report["concurrent"] = concurrent(pagoda, model, a.concurrent, a.threads, spec, a.rounds)
     print(json.dumps(report, indent=2))
     return 0
 
