@@ -8,8 +8,8 @@ with --draft, a draft model (the draft_model method) instead.
 
 --llamacpp runs llama.cpp's own speculative programs in the same rounds, on the same file,
 prompt, thread count and token count (greedy, EOS ignored): `llama-lookup` (its n-gram
-prompt lookup) with --draft-max k and with its default 16, or with --draft
-`llama-speculative` (-md, --draft-max k and 16), each reporting its decode speed
+prompt lookup) with --spec-draft-n-max k and with 16, or with --draft
+`llama-speculative` (-md, the same two draft lengths), each reporting its decode speed
 ("decoded N tokens in T seconds"). Built on demand by scripts/build_llamacpp
 (LLAMACPP_TARGETS); the best llama.cpp mode per prompt is reported beside Pagoda's.
 
@@ -95,9 +95,9 @@ def llama_peer(bin_dir: Path, model: Path, draft: Path | None, prompt: Path, n: 
     """llama.cpp's lookup (or, with a draft, speculative) example on the same request."""
     exe = bin_dir / ("llama-speculative" if draft else "llama-lookup")
     cmd = [str(exe), "-m", str(model), "-f", str(prompt), "-n", str(n), "-t", str(threads), "-c", "4096",
-           "--temp", "0", "--ignore-eos", "--draft-max", str(k)]
+           "--temp", "0", "--ignore-eos", "--spec-draft-n-max", str(k)]
     if draft:
-        cmd += ["-md", str(draft), "-td", str(threads), "--draft-min", "0"]
+        cmd += ["-md", str(draft), "-td", str(threads), "--spec-draft-n-min", "0"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     out = r.stdout + r.stderr
     m = re.search(r"decoded\s+(\d+) tokens in\s+([0-9.]+) seconds, speed:\s+([0-9.]+) t/s", out)
@@ -196,7 +196,7 @@ def main() -> int:
                 if llama_bin:
                     for kk in sorted({a.k, 16}):
                         peer = llama_peer(llama_bin, model, a.draft, prompt, a.n, a.threads, kk)
-                        peers.setdefault(f"{'llama-speculative' if a.draft else 'llama-lookup'} --draft-max {kk}",
+                        peers.setdefault(f"{'llama-speculative' if a.draft else 'llama-lookup'} --spec-draft-n-max {kk}",
                                          []).append(peer["decode_tok_s"])
                         load.append(cl.other_load(0.5) or 0.0)
                 on.append(got[True]["decode_tok_s"])
