@@ -26,6 +26,7 @@ Subcommand add_serve_command(CLI::App& app);
 Subcommand add_chat_command(CLI::App& app);
 Subcommand add_quantize_command(CLI::App& app);
 Subcommand add_perplexity_command(CLI::App& app);
+Subcommand add_distill_dump_command(CLI::App& app);
 Subcommand add_pull_command(CLI::App& app);
 Subcommand add_list_command(CLI::App& app);
 Subcommand add_plan_command(CLI::App& app);

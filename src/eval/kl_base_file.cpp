@@ -11,8 +11,8 @@ namespace pagoda {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'G', 'D', 'K', 'L', 'B', 'A', 'S'};
-constexpr uint32_t kVersion = 1;
-constexpr uint32_t kDense = 0, kSparse = 1;
+constexpr uint32_t kVersion = 1, kTopKVersion = 2;
+constexpr uint32_t kDense = 0, kSparse = 1, kTopK = 2;
 
 struct RowHead {
   float lo, step, nll;
@@ -58,6 +58,20 @@ Result<uint64_t> kl_base_key(const std::string& base_path, std::span<const int32
   return key;
 }
 
+uint64_t vocabulary_hash(const std::vector<std::string>& pieces) {
+  XXH3_state_t* s = XXH3_createState();
+  if (s == nullptr) return 0;
+  XXH3_64bits_reset(s);
+  for (const std::string& p : pieces) {
+    const uint64_t n = p.size();
+    XXH3_64bits_update(s, &n, sizeof(n));
+    XXH3_64bits_update(s, p.data(), p.size());
+  }
+  const uint64_t h = XXH3_64bits_digest(s);
+  XXH3_freeState(s);
+  return h;
+}
+
 Result<KlBaseWriter> KlBaseWriter::create(const std::string& path, const KlBaseHeader& h) {
   if (h.tokens.size() != static_cast<size_t>(h.n_chunks) * h.n_ctx)
     return error("KL base header: {} tokens for {} chunks of {}", h.tokens.size(), h.n_chunks, h.n_ctx);
@@ -71,9 +85,12 @@ Result<KlBaseWriter> KlBaseWriter::create(const std::string& path, const KlBaseH
   if (!w.file_) return error("cannot write the KL base cache {} (set PAGODA_CACHE to another folder)", w.tmp_path_);
   w.n_vocab_ = h.n_vocab;
   w.rows_left_ = static_cast<uint64_t>(h.n_chunks) * h.rows_per_chunk;
-  const uint32_t fields[] = {kVersion, h.n_vocab, h.n_ctx, h.n_chunks, h.rows_per_chunk, 0};
+  w.top_k_ = h.top_k;
+  const uint32_t fields[] = {h.top_k > 0 ? kTopKVersion : kVersion, h.n_vocab, h.n_ctx, h.n_chunks, h.rows_per_chunk,
+                             h.top_k};
   std::FILE* f = w.file_.get();
-  if (!put(f, kMagic, 8) || !put(f, fields, 6) || !put(f, &h.key, 1) || !put(f, h.tokens.data(), h.tokens.size()))
+  if (!put(f, kMagic, 8) || !put(f, fields, 6) || !put(f, &h.key, 1) || (h.top_k > 0 && !put(f, &h.vocab_hash, 1)) ||
+      !put(f, h.tokens.data(), h.tokens.size()))
     return error("cannot write the KL base cache {}", w.tmp_path_);
   return w;
 }
@@ -90,9 +107,14 @@ Status KlBaseWriter::write_row(const BaseRow& row) {
   const size_t n = row.codes.size();
   if (row.sparse ? row.ids.size() != n : n != n_vocab_)
     return error("KL base cache {}: a row holds {} codes for a vocabulary of {}", path_, n, n_vocab_);
-  const RowHead head{row.lo, row.step, row.nll, row.argmax, row.sparse ? kSparse : kDense, static_cast<uint32_t>(n)};
+  const bool top_k = row.tail >= 0;
+  if (top_k != (top_k_ > 0) || (top_k && n > top_k_))
+    return error("KL base cache {}: a row of {} tokens in a file of top-{} rows", path_, n, top_k_);
+  const uint32_t layout = top_k ? kTopK : row.sparse ? kSparse : kDense;
+  const RowHead head{row.lo, row.step, row.nll, row.argmax, layout, static_cast<uint32_t>(n)};
   std::FILE* f = file_.get();
-  if (!put(f, &head, 1) || (row.sparse && !put(f, row.ids.data(), n)) || !put(f, row.codes.data(), n))
+  if (!put(f, &head, 1) || (row.sparse && !put(f, row.ids.data(), n)) || !put(f, row.codes.data(), n) ||
+      (top_k && (!put(f, &row.tail, 1) || !put(f, &row.entropy, 1))))
     return error("cannot write the KL base cache {} (disk full?)", tmp_path_);
   --rows_left_;
   return Status::ok();
@@ -120,7 +142,11 @@ Result<KlBaseReader> KlBaseReader::open(const std::string& path) {
   KlBaseHeader& h = r.header_;
   if (!get(f, magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return error("{} is not a KL base cache file", path);
   if (!get(f, fields, 6) || !get(f, &h.key, 1)) return error("KL base cache {} is truncated", path);
-  if (fields[0] != kVersion) return error("KL base cache {} has version {}, expected {}", path, fields[0], kVersion);
+  if (fields[0] != kVersion && fields[0] != kTopKVersion)
+    return error("KL base cache {} has version {}, expected {} or {}", path, fields[0], kVersion, kTopKVersion);
+  h.top_k = fields[0] == kTopKVersion ? fields[5] : 0;
+  if (fields[0] == kTopKVersion && (h.top_k == 0 || !get(f, &h.vocab_hash, 1)))
+    return error("KL base cache {} has a malformed header", path);
   h.n_vocab = fields[1];
   h.n_ctx = fields[2];
   h.n_chunks = fields[3];
@@ -151,15 +177,17 @@ Status KlBaseReader::read_row(BaseRow& row) {
     return error("KL base cache {}: {}; delete the file to recompute it", path_, what);
   };
   if (!get(f, &head, 1)) return bad("truncated");
-  if (head.layout > kSparse) return bad("unknown row layout");
+  if (head.layout > kTopK || (head.layout == kTopK) != (header_.top_k > 0)) return bad("unknown row layout");
   const uint32_t n = head.n;
   if (head.layout == kDense ? n != header_.n_vocab : n > header_.n_vocab) return bad("row size does not match the vocabulary");
+  if (head.layout == kTopK && (n == 0 || n > header_.top_k)) return bad("more tokens in a row than its top-k");
   if (head.argmax < 0 || static_cast<uint32_t>(head.argmax) >= header_.n_vocab) return bad("argmax outside the vocabulary");
   row.lo = head.lo;
   row.step = head.step;
   row.nll = head.nll;
   row.argmax = head.argmax;
-  row.sparse = head.layout == kSparse;
+  row.sparse = head.layout != kDense;
+  row.tail = -1;
   row.ids.clear();
   if (uint64_t{n} * (sizeof(uint16_t) + (row.sparse ? sizeof(uint32_t) : 0)) > remaining()) return bad("truncated");
   if (row.sparse) {
@@ -170,6 +198,11 @@ Status KlBaseReader::read_row(BaseRow& row) {
   }
   row.codes.resize(n);
   if (!get(f, row.codes.data(), n)) return bad("truncated");
+  if (head.layout == kTopK) {
+    if (!get(f, &row.tail, 1) || !get(f, &row.entropy, 1)) return bad("truncated");
+    if (!(row.tail >= 0.0f && row.tail <= 1.0f)) return bad("tail probability outside 0..1");
+    if (!(row.entropy >= 0.0f && row.entropy < 1e3f)) return bad("entropy not a finite non-negative number");
+  }
   return Status::ok();
 }
 

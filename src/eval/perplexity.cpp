@@ -111,6 +111,7 @@ struct BaseCache {
   std::string path;
   bool reused = false;
   double seconds = 0;  // running the base (0 when reused)
+  uint64_t bytes = 0;  // rows written
 };
 
 // The vocabularies must match token for token, or comparing distributions means nothing.
@@ -136,9 +137,13 @@ bool header_matches(const KlBaseHeader& h, const Plan& plan, uint64_t key, int32
          h.n_vocab == static_cast<uint32_t>(n_vocab) && h.tokens == plan.tokens;
 }
 
-// Runs the base over every chunk and writes its packed rows to `out.path`.
-Status write_base_cache(Model& bm, const Plan& plan, uint64_t key, const PerplexityOptions& o, BaseCache& out) {
+// Runs the base over every chunk and writes its packed rows to `out.path`: every token
+// above kMinLogProb, or with top_k > 0 the top_k most likely and the tail's mass.
+Status write_base_cache(Model& bm, const Plan& plan, uint64_t key, const PerplexityOptions& o, BaseCache& out,
+                        int32_t top_k = 0, uint64_t vocab_hash = 0) {
   KlBaseHeader h;
+  h.top_k = static_cast<uint32_t>(std::max(top_k, 0));
+  h.vocab_hash = vocab_hash;
   h.n_vocab = static_cast<uint32_t>(bm.config().n_vocab);
   h.n_ctx = static_cast<uint32_t>(plan.n_ctx);
   h.n_chunks = static_cast<uint32_t>(plan.n_chunks);
@@ -158,14 +163,17 @@ Status write_base_cache(Model& bm, const Plan& plan, uint64_t key, const Perplex
     Status write_st = Status::ok();
     Status st = runner.run(c, [&](int32_t r0, int32_t n, const float* logits) {
       pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r)
-          pack_base_row(std::span<const float>(logits + r * V, static_cast<size_t>(V)),
-                        plan.target(chunk, r0 + static_cast<int32_t>(r)), rows[static_cast<size_t>(r)]);
+        for (int64_t r = b; r < e; ++r) {
+          std::span<const float> row(logits + r * V, static_cast<size_t>(V));
+          const int32_t target = plan.target(chunk, r0 + static_cast<int32_t>(r));
+          if (top_k > 0) pack_top_k_row(row, target, top_k, rows[static_cast<size_t>(r)]);
+          else pack_base_row(row, target, rows[static_cast<size_t>(r)]);
+        }
       });
       for (int32_t r = 0; r < n && write_st; ++r) {
         write_st = writer->write_row(rows[static_cast<size_t>(r)]);
         sparse_rows += rows[static_cast<size_t>(r)].sparse;
-        bytes += 24 + rows[static_cast<size_t>(r)].payload_bytes();
+        bytes += 24 + rows[static_cast<size_t>(r)].payload_bytes() + (top_k > 0 ? 2 * sizeof(float) : 0);
       }
     });
     if (!st) return st;
@@ -174,14 +182,49 @@ Status write_base_cache(Model& bm, const Plan& plan, uint64_t key, const Perplex
   }
   if (Status st = writer->finish(); !st) return st;
   out.seconds = timer.seconds();
-  note(o, fmt::format("KL base: wrote {} ({:.1f} MiB, {} of {} rows sparse)", out.path, bytes / 1048576.0, sparse_rows,
-                      static_cast<size_t>(plan.n_chunks) * plan.rows()));
+  out.bytes = bytes;
+  if (top_k > 0)
+    note(o, fmt::format("wrote {} ({:.2f} MiB, {} rows of the top {} tokens)", out.path, bytes / 1048576.0,
+                        static_cast<size_t>(plan.n_chunks) * plan.rows(), top_k));
+  else
+    note(o, fmt::format("KL base: wrote {} ({:.1f} MiB, {} of {} rows sparse)", out.path, bytes / 1048576.0,
+                        sparse_rows, static_cast<size_t>(plan.n_chunks) * plan.rows()));
   return Status::ok();
+}
+
+// A distillation dump given as --kl-base: its rows are the base, for exactly this plan's
+// tokens and this vocabulary.
+Result<BaseCache> open_dump(const Plan& plan, const Model& model, const Tokenizer& tok, const PerplexityOptions& o) {
+  auto r = KlBaseReader::open(o.kl_base);
+  if (!r) return r.status();
+  const KlBaseHeader& h = r->header();
+  const int32_t V = model.config().n_vocab;
+  if (h.n_vocab != static_cast<uint32_t>(V) || (h.top_k > 0 && h.vocab_hash != vocabulary_hash(tok.vocab().pieces)))
+    return error("vocabulary mismatch: {} was written by a model of another vocabulary ({} tokens; this model has {}); "
+                 "KL divergence needs the same vocabulary",
+                 o.kl_base, h.n_vocab, V);
+  if (h.n_ctx != static_cast<uint32_t>(plan.n_ctx) || h.n_chunks != static_cast<uint32_t>(plan.n_chunks))
+    return error("{} holds {} chunks of {} tokens; run with -c {} --chunks {}", o.kl_base, h.n_chunks, h.n_ctx, h.n_ctx,
+                 h.n_chunks);
+  if (h.tokens != plan.tokens)
+    return error("{} was written for another text (its tokens differ from {}'s)", o.kl_base, o.text_name);
+  BaseCache out;
+  out.path = o.kl_base;
+  out.reused = true;
+  return out;
+}
+
+bool is_dump_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, sizeof(magic));
+  return in && std::string_view(magic, sizeof(magic)) == "PGDKLBAS";
 }
 
 // Finds the base's cached rows for this plan, or runs the base and writes them.
 Result<BaseCache> ensure_base_cache(const Plan& plan, const Model& model, const Tokenizer& tok,
                                     const PerplexityOptions& o) {
+  if (is_dump_file(o.kl_base)) return open_dump(plan, model, tok, o);
   auto key = kl_base_key(o.kl_base, plan.tokens, plan.n_ctx, plan.n_chunks);
   if (!key) return key.status();
   BaseCache out;
@@ -285,17 +328,16 @@ KlResult kl_result(const BaseCache& base, Tally& t) {
   return k;
 }
 
-}  // namespace
-
-Result<PerplexityResult> compute_perplexity(Model& model, const Tokenizer& tok, std::string_view text,
-                                            const PerplexityOptions& o) {
+// The chunks of the text for -c / --chunks, as llama-perplexity cuts them (`all`: every
+// token of the text).
+Result<Plan> make_plan(const Model& model, const Tokenizer& tok, std::string_view text, const PerplexityOptions& o,
+                       std::vector<int32_t>& all) {
   const ModelConfig& cfg = model.config();
   const int32_t c = o.ctx;
   if (c < 4) return error("-c {} is too small; perplexity needs a context of at least 4 tokens", c);
   if (cfg.n_ctx_train > 0 && c > cfg.n_ctx_train)
     return error("-c {} is larger than the model's context ({} tokens)", c, cfg.n_ctx_train);
-
-  const std::vector<int32_t> all = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
+  all = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
   if (static_cast<int64_t>(all.size()) < 2LL * c)
     return error("the text {} has {} tokens; -c {} needs at least {} (two chunks, as llama-perplexity); "
                  "use a longer text or a smaller -c",
@@ -306,6 +348,44 @@ Result<PerplexityResult> compute_perplexity(Model& model, const Tokenizer& tok, 
   plan.n_chunks = o.chunks > 0 ? std::min(o.chunks, max_chunks) : max_chunks;
   plan.tokens.assign(all.begin(), all.begin() + static_cast<int64_t>(plan.n_chunks) * c);
   plan.bos = tok.vocab().add_bos ? tok.vocab().bos : -1;
+  return plan;
+}
+
+}  // namespace
+
+Result<DistillDumpResult> write_distill_dump(Model& model, const Tokenizer& tok, std::string_view text,
+                                             const std::string& teacher_path, const std::string& out_path,
+                                             int32_t top_k, const PerplexityOptions& o) {
+  if (top_k < 1 || top_k > model.config().n_vocab)
+    return error("--top-k {} must be in 1..{} (the vocabulary)", top_k, model.config().n_vocab);
+  std::vector<int32_t> all;
+  auto plan = make_plan(model, tok, text, o, all);
+  if (!plan) return plan.status();
+  auto key = kl_base_key(teacher_path, plan->tokens, plan->n_ctx, plan->n_chunks);
+  if (!key) return key.status();
+  note(o, fmt::format("distill-dump: {} tokens, {} chunks of {} ({} scored per chunk), top {}", all.size(),
+                      plan->n_chunks, plan->n_ctx, plan->rows(), top_k));
+  BaseCache out;
+  out.path = out_path;
+  if (Status st = write_base_cache(model, *plan, *key, o, out, top_k, vocabulary_hash(tok.vocab().pieces)); !st)
+    return st;
+  DistillDumpResult r;
+  r.n_ctx = plan->n_ctx;
+  r.n_chunks = plan->n_chunks;
+  r.rows = static_cast<int64_t>(plan->n_chunks) * plan->rows();
+  r.file_bytes = std::filesystem::file_size(out_path);
+  r.full_logits_bytes = static_cast<uint64_t>(r.rows) * static_cast<uint64_t>(model.config().n_vocab) * sizeof(float);
+  r.seconds = out.seconds;
+  return r;
+}
+
+Result<PerplexityResult> compute_perplexity(Model& model, const Tokenizer& tok, std::string_view text,
+                                            const PerplexityOptions& o) {
+  const int32_t c = o.ctx;
+  std::vector<int32_t> all;
+  auto planned = make_plan(model, tok, text, o, all);
+  if (!planned) return planned.status();
+  const Plan& plan = *planned;
   const int threads = model.pool().num_threads();
   note(o, fmt::format("perplexity: {} tokens, {} chunks of {} ({} scored per chunk), {} threads", all.size(),
                       plan.n_chunks, c, plan.rows(), threads));

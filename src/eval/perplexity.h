@@ -39,7 +39,7 @@ namespace pagoda {
 struct PerplexityOptions {
   int32_t ctx = 512;     // tokens per chunk
   int32_t chunks = -1;   // chunks to evaluate; <= 0: all the text holds
-  std::string kl_base;   // base GGUF file for KL divergence; empty: perplexity only
+  std::string kl_base;   // base GGUF file, or a distillation dump, for KL divergence; empty: perplexity only
   std::string cache_dir; // where base caches live; empty: default_kl_base_cache_dir()
   std::string text_name; // how messages name the text (its file)
   size_t logits_budget_bytes = size_t{64} << 20;
@@ -70,6 +70,22 @@ struct PerplexityResult {
   double seconds = 0;             // scoring the model, without loading or the base
   std::optional<KlResult> kl;     // with options.kl_base
 };
+
+// A teacher's distillation dump (`pagoda distill-dump`): the model's top_k log-probabilities
+// and the rest's mass at every position perplexity would score (same chunks, -c and
+// --chunks), in the KL base file format (eval/kl_base_file.h, version 2), written to
+// out_path. `pagoda perplexity --kl-base out_path` then scores a student against it
+// without the teacher.
+struct DistillDumpResult {
+  int32_t n_ctx = 0, n_chunks = 0;
+  int64_t rows = 0;
+  uint64_t file_bytes = 0;
+  uint64_t full_logits_bytes = 0;  // the same rows as FP32 logits
+  double seconds = 0;
+};
+Result<DistillDumpResult> write_distill_dump(Model& model, const Tokenizer& tokenizer, std::string_view text,
+                                             const std::string& teacher_path, const std::string& out_path,
+                                             int32_t top_k, const PerplexityOptions& options);
 
 // Fails on a context under 4 or over the model's, a text under two chunks, a base whose
 // vocabulary differs or that does not load, a damaged cache that cannot be rewritten,

@@ -127,5 +127,40 @@ TEST(BaseRow, TopOneTiesGoToTheLowestId) {
   EXPECT_FALSE(compare_to_base(row, model, 3).same_top);
 }
 
+// A top-k row keeps the k most likely tokens (ties to the lower id) and the rest's mass;
+// KL against it is exact when the student's tail is shaped like the teacher's, and equals
+// the full KL when k covers every token kept by the full packing.
+TEST(BaseRow, TopKRowKeepsTheMostLikelyAndTheTailMass) {
+  const std::vector<float> logits = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f, -4.0f, 0.0f, 1.0f};
+  BaseRow row;
+  pack_top_k_row(logits, 4, 3, row);
+  EXPECT_TRUE(row.sparse);
+  EXPECT_EQ(row.ids, (std::vector<uint32_t>{1, 3, 4}));
+  EXPECT_EQ(row.argmax, 1);
+  const auto lp = exact_log_probs(logits);
+  EXPECT_NEAR(row.tail, 1.0 - std::exp(lp[1]) - std::exp(lp[3]) - std::exp(lp[4]), 1e-6);
+  double h = 0;
+  for (double x : lp) h -= std::exp(x) * x;
+  EXPECT_NEAR(row.entropy, h, 1e-5);
+  EXPECT_NEAR(row.nll, -lp[4], 1e-5);
+  for (uint32_t id : row.ids) EXPECT_NEAR(row.log_prob(static_cast<int32_t>(id)), lp[id], 2e-4);
+  EXPECT_TRUE(std::isinf(row.log_prob(0)));
+  // Against itself: nothing diverges.
+  EXPECT_NEAR(compare_to_base(row, logits, 4).kld, 0.0, 1e-4);
+  // A student that scales the teacher's tail uniformly: the tail assumption holds exactly.
+  std::vector<float> student = logits;
+  for (size_t i : {0u, 2u, 5u, 6u, 7u}) student[i] -= 0.7f;
+  EXPECT_NEAR(compare_to_base(row, student, 4).kld, exact_kld(logits, student), 5e-4);
+}
+
+TEST(BaseRow, TopKOfEveryTokenGivesTheFullKld) {
+  const auto base = random_row(300, 2.0f, 11), model = random_row(300, 2.0f, 12);
+  BaseRow full, top;
+  pack_base_row(base, 7, full);
+  pack_top_k_row(base, 7, 300, top);
+  EXPECT_NEAR(compare_to_base(top, model, 7).kld, compare_to_base(full, model, 7).kld, 1e-3);
+  EXPECT_NEAR(compare_to_base(top, model, 7).kld, exact_kld(base, model), 1e-3);
+}
+
 }  // namespace
 }  // namespace pagoda

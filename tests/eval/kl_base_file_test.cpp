@@ -131,6 +131,59 @@ TEST_F(KlBaseFile, KeyFollowsTheFileTokensAndShape) {
   EXPECT_FALSE(kl_base_key((dir_ / "nope.gguf").string(), toks, 4, 1));
 }
 
+TEST_F(KlBaseFile, TopKRowsRoundTripInAVersionTwoFile) {
+  KlBaseHeader h = small_header();
+  h.top_k = 2;
+  h.vocab_hash = vocabulary_hash({"a", "b", "c", "d", "e", "f"});
+  BaseRow row;
+  row.sparse = true;
+  row.lo = -2.0f;
+  row.step = 0.01f;
+  row.nll = 0.5f;
+  row.argmax = 3;
+  row.ids = {3, 5};
+  row.codes = {65535, 1};
+  row.tail = 0.25f;
+  row.entropy = 1.5f;
+  const std::string path = (dir_ / "t.dump").string();
+  {
+    auto w = KlBaseWriter::create(path, h);
+    ASSERT_TRUE(w) << w.status().message();
+    BaseRow wide = row;
+    wide.ids = {1, 3, 5};
+    wide.codes = {1, 2, 3};
+    EXPECT_FALSE(w->write_row(wide));  // more than the file's top-k
+    BaseRow full = row;
+    full.tail = -1;
+    EXPECT_FALSE(w->write_row(full));  // a cache row in a dump
+    ASSERT_TRUE(w->write_row(row));
+    ASSERT_TRUE(w->finish());
+  }
+  auto r = KlBaseReader::open(path);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->header().top_k, 2u);
+  EXPECT_EQ(r->header().vocab_hash, h.vocab_hash);
+  EXPECT_NE(h.vocab_hash, vocabulary_hash({"a", "b", "c", "d", "e", "g"}));
+  EXPECT_EQ(r->header().tokens, h.tokens);
+  BaseRow back;
+  ASSERT_TRUE(r->read_row(back));
+  EXPECT_TRUE(back.sparse);
+  EXPECT_EQ(back.ids, row.ids);
+  EXPECT_EQ(back.codes, row.codes);
+  EXPECT_FLOAT_EQ(back.tail, 0.25f);
+  EXPECT_FLOAT_EQ(back.entropy, 1.5f);
+  // A tail outside 0..1 is damage, not a distribution.
+  std::vector<char> bytes((std::istreambuf_iterator<char>(std::ifstream(path, std::ios::binary).rdbuf())),
+                          std::istreambuf_iterator<char>());
+  const float bad = 2.0f;
+  std::memcpy(bytes.data() + bytes.size() - 8, &bad, sizeof(bad));
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  auto r2 = KlBaseReader::open(path);
+  ASSERT_TRUE(r2);
+  BaseRow x;
+  EXPECT_FALSE(r2->read_row(x));
+}
+
 }  // namespace
 }  // namespace pagoda
 
