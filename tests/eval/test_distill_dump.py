@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE.parents[1] / "scripts"))
 sys.path.insert(0, str(HERE))
 from read_kl_base import read_kl_base  # noqa: E402
 from reference_forward import ReferenceModel  # noqa: E402
-from test_perplexity import CRASH_MARKERS, TEXT, chunk_rows, log_softmax  # noqa: E402
+from test_perplexity import CRASH_MARKERS, TEXT, chunk_rows, expect_error, log_softmax  # noqa: E402
 
 CTX, CHUNKS = 32, 3
 
@@ -137,14 +137,6 @@ def test_a_dump_of_every_token_is_the_full_base(cli, gen_model, tmp_path):
     assert from_dump["kld_median"] == pytest.approx(full["kld_median"], rel=1e-3)
     # The teacher against its own dump: nothing to diverge.
     assert abs(kl(cli, teacher, out)["kld_mean"]) < 1e-4
-
-
-def expect_error(rc, out, err, *words):
-    assert rc != 0, out
-    assert err.strip().splitlines()[-1].startswith("error:"), err
-    for w in words:
-        assert w in err, err
-    assert not any(m in err for m in CRASH_MARKERS), err
 
 
 def test_mismatches_and_damage_are_clear_errors(cli, gen_model, tmp_path):
