@@ -182,8 +182,13 @@ Status DraftModel::propose(std::span<DraftRequest> reqs) {
       batch_.add(std::span<const int32_t>(s.computed).subspan(static_cast<size_t>(pos0)), pos0, s.tables, true);
     }
     logits_.resize(static_cast<size_t>(batch_.n_logits()) * static_cast<size_t>(V));
+    const auto t0 = std::chrono::steady_clock::now();
     st = model_.forward(batch_, *storage_, logits_.data());
     ++stats_.forwards;
+    if (j > 0) {
+      ++stats_.token_forwards;
+      stats_.token_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (!st.is_ok()) break;
     size_t row = 0;
     std::erase_if(active_, [&](size_t i) {

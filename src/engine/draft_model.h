@@ -50,6 +50,10 @@ struct DraftRequest {
 struct DraftStats {
   int64_t forwards = 0;         // draft forward passes
   double seconds = 0;           // time in propose()
+  // The passes after each proposal's first (one token per drafting sequence): what one
+  // more draft token costs, without the first pass's catch-up (a new prompt, say).
+  int64_t token_forwards = 0;
+  double token_seconds = 0;
 };
 
 class DraftModel {

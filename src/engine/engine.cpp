@@ -306,6 +306,10 @@ bool Engine::fast_forward(Sequence& s, std::vector<StepOutput>& extra) {
   return false;
 }
 
+// The cost gate's break-even with margin (paying_draft_length): drafting stops only where
+// the best expected speedup is under 0.9.
+constexpr double kDraftPaysFloor = 0.9;
+
 void Engine::propose_drafts() {
   speculation_.clear();
   const SpeculativeConfig& sc = config_.speculative;
@@ -324,6 +328,23 @@ void Engine::propose_drafts() {
       continue;
     }
     int32_t k = s->draft.length > 0 ? s->draft.length : sc.num_speculative_tokens;
+    // A draft model's tokens cost a forward each: draft only as many as pay for their time
+    // at this sequence's acceptance (judged once it has drafted a few steps), and none when
+    // none would, then probe (draft one step regardless) after 8, 16, ... 64 steps; a probe
+    // first has the draft catch up on the tokens since the last one.
+    const double cost = sc.fixed_draft_cost > 0                         ? sc.fixed_draft_cost
+                        : draft_forward_s_ > 0 && target_step_s_ > 0 ? draft_forward_s_ / target_step_s_
+                                                                     : 0.0;
+    if (drafter_ && sc.cost_gate && cost > 0 && s->draft.trials >= 3 && !s->draft.probe) {
+      k = paying_draft_length(s->draft.acceptance(), cost, k, kDraftPaysFloor);
+      if (k == 0) {
+        s->draft.skip = 4 << std::min(++s->draft.unpaid, 4);
+        s->draft.probe = true;
+        continue;
+      }
+      s->draft.unpaid = 0;
+    }
+    s->draft.probe = false;
     // The last accepted draft is followed by one more token: leave room for it.
     if (p.max_tokens > 0) k = std::min(k, p.max_tokens - s->output_len() - 1);
     k = static_cast<int32_t>(std::min<int64_t>(k, int64_t{max_model_len_} - s->len() - 1));
@@ -333,7 +354,12 @@ void Engine::propose_drafts() {
   }
   std::vector<std::vector<int32_t>> drafts;
   if (drafter_) {
+    const DraftStats before = drafter_->stats();
     drafts = propose_with_model(seqs, ks);
+    if (const int64_t n = drafter_->stats().token_forwards - before.token_forwards; n > 0) {
+      const double per = (drafter_->stats().token_seconds - before.token_seconds) / static_cast<double>(n);
+      draft_forward_s_ = draft_forward_s_ > 0 ? draft_forward_s_ + (per - draft_forward_s_) / 8 : per;
+    }
   } else {
     for (size_t i = 0; i < seqs.size(); ++i)
       drafts.push_back(propose_ngram(seqs[i]->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, ks[i]));
@@ -440,7 +466,13 @@ Result<std::vector<StepOutput>> Engine::step() {
   }
   const int64_t V = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.n_logits()) * V);
+  const int64_t prompt_before = counters_.prompt_tokens_computed;
+  const auto t0 = std::chrono::steady_clock::now();
   PAGODA_TRY(model_.forward(batch_, *storage_, logits_.data()));
+  if (drafter_ && counters_.prompt_tokens_computed == prompt_before) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    target_step_s_ = target_step_s_ > 0 ? target_step_s_ + (s - target_step_s_) / 8 : s;
+  }
   // Drafted sequences first: each keeps the drafts its sampler agrees with, and only the
   // positions of its last token and those drafts count as computed.
   std::vector<std::pair<Sequence*, bool>> verified;

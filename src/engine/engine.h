@@ -187,6 +187,10 @@ class Engine {
   std::unique_ptr<BlockPool> pool_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<DraftModel> drafter_;  // speculative.method "draft_model"
+  // The draft model's cost gate (speculative.h, draft_speedup): running means of one draft
+  // forward's seconds and of one decode step's target forward (steps without prefill), each
+  // new measurement weighing 1/8; 0 until measured.
+  double draft_forward_s_ = 0, target_step_s_ = 0;
   std::vector<DraftRequest> draft_requests_;
   std::unordered_map<RequestId, RequestRecord> requests_;
   RequestId next_request_ = 1;

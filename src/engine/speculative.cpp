@@ -94,8 +94,26 @@ std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int32_t min_
   return {};
 }
 
+double draft_speedup(double alpha, double cost, int32_t k) {
+  double tokens = 1, p = 1;
+  for (int32_t i = 0; i < k; ++i) tokens += (p *= alpha);
+  return tokens / (1.0 + k * cost);
+}
+
+int32_t paying_draft_length(double alpha, double cost, int32_t most, double floor) {
+  int32_t best = 0;
+  double best_speedup = 0;
+  for (int32_t k = 1; k <= most; ++k) {
+    const double s = draft_speedup(alpha, cost, k);
+    if (s > best_speedup) best = k, best_speedup = s;
+  }
+  return best_speedup > floor ? best : 0;
+}
+
 void DraftState::update(int32_t drafted, int32_t accepted, int32_t most) {
   if (drafted <= 0) return;
+  hits = hits * 0.875 + accepted;
+  trials = trials * 0.875 + accepted + (accepted < drafted ? 1 : 0);
   if (length == 0) length = most;
   if (accepted == drafted) {
     length = std::min(most, length + 1);

@@ -93,6 +93,8 @@ EngineConfig draft_speculation(int32_t k) {
   c.speculative.model = "draft.gguf";
   c.speculative.num_speculative_tokens = k;
   c.speculative.draft_p_min = 0.0f;
+  // Every step drafts, whatever a draft costs here: these tests are about exactness.
+  c.speculative.cost_gate = false;
   return c;
 }
 
@@ -115,6 +117,32 @@ TEST(Engine, DraftModelMixedWorkloadMatchesPlainDecoding) {
   const EngineStats st_other = check_mixed_workload(target, draft_speculation(4), 40, other.model.get());
   EXPECT_GT(st_other.spec_drafted_tokens, 0);
   EXPECT_LT(st_other.spec_accepted_tokens, st_same.spec_accepted_tokens);
+}
+
+// The cost gate with a draft that is always right (a copy of the target): at 0.3 of a
+// target step per draft token it pays (up to 5 tokens a step for 2.2 steps' time) and
+// keeps drafting; at 1.5 steps per token nothing comes near paying (k + 1 tokens for
+// 1 + 1.5 k steps at best, under the gate's 0.9 floor), so once each sequence has drafted
+// a few steps it stops, probing now and then. Outputs stay plain decoding's either way.
+TEST(Engine, DraftModelThatDoesNotPayStopsDrafting) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  const testing_util::TinyModel target = load_tiny(pool, "engine_gate_target");
+  const testing_util::TinyModel same = load_tiny(pool, "engine_gate_same");
+  auto gated = [](double cost) {
+    EngineConfig c = draft_speculation(4);
+    c.speculative.cost_gate = true;
+    c.speculative.fixed_draft_cost = cost;
+    return c;
+  };
+  const EngineStats always = check_mixed_workload(target, draft_speculation(4), 30, same.model.get());
+  const EngineStats cheap = check_mixed_workload(target, gated(0.3), 30, same.model.get());
+  const EngineStats dear = check_mixed_workload(target, gated(1.5), 30, same.model.get());
+  EXPECT_GE(cheap.spec_drafted_tokens * 10, always.spec_drafted_tokens * 8)
+      << cheap.spec_drafted_tokens << " drafted at cost 0.3, " << always.spec_drafted_tokens << " without the gate";
+  EXPECT_GT(dear.spec_drafted_tokens, 0) << "a sequence drafts a few steps before the gate judges it";
+  EXPECT_LT(dear.spec_drafted_tokens * 2, always.spec_drafted_tokens)
+      << dear.spec_drafted_tokens << " drafted at cost 1.5, " << always.spec_drafted_tokens << " without the gate";
 }
 
 // The samples of one request (n > 1) draft each for itself, sharing the prompt's KV in the
