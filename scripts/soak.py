@@ -179,7 +179,10 @@ class Soak:
             now = time.time() - self.t0
             if now >= next_rss:
                 self.rss.append((now, rss_bytes(self.pid)))
-                next_rss = now + 10
+                # Every 10 s, and at least 10 samples in a short run: the growth after the
+                # warm-up needs samples past it (a 30 s run sampled at 0, 10, 20 s had none
+                # past 20.1 s and reported nan).
+                next_rss = now + min(10.0, self.seconds / 10)
             t = time.perf_counter()
             try:
                 ok = httpx.get(self.base + "/health", timeout=10).status_code == 200
