@@ -315,6 +315,10 @@ void Engine::propose_drafts() {
   const SpeculativeConfig& sc = config_.speculative;
   if (!sc.enabled() || config_.scheduler.mode != ScheduleMode::kContinuous) return;
   const auto t0 = std::chrono::steady_clock::now();
+  // A draft token's cost as a share of a target decode step, for the cost gate below.
+  const double cost = sc.fixed_draft_cost > 0                         ? sc.fixed_draft_cost
+                      : draft_forward_s_ > 0 && target_step_s_ > 0 ? draft_forward_s_ / target_step_s_
+                                                                   : 0.0;
   std::vector<Sequence*> seqs;
   std::vector<int32_t> ks;
   for (Sequence* s : scheduler_->running()) {
@@ -332,9 +336,6 @@ void Engine::propose_drafts() {
     // at this sequence's acceptance (judged once it has drafted a few steps), and none when
     // none would, then probe (draft one step regardless) after 8, 16, ... 64 steps; a probe
     // first has the draft catch up on the tokens since the last one.
-    const double cost = sc.fixed_draft_cost > 0                         ? sc.fixed_draft_cost
-                        : draft_forward_s_ > 0 && target_step_s_ > 0 ? draft_forward_s_ / target_step_s_
-                                                                     : 0.0;
     if (drafter_ && sc.cost_gate && cost > 0 && s->draft.trials >= 3 && !s->draft.probe) {
       k = paying_draft_length(s->draft.acceptance(), cost, k, kDraftPaysFloor);
       if (k == 0) {

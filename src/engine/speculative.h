@@ -31,8 +31,8 @@ struct SpeculativeConfig {
   int32_t draft_min = 0;               // fewer drafts than this are not verified (llama.cpp's --draft-min)
   float draft_p_min = 0.0f;            // draft_model: stop drafting below this top probability
   // draft_model: draft only where the expected speedup (draft_speedup) from this
-  // sequence's acceptance and the measured cost of a draft token exceeds 1. Off only in
-  // tests that need every step to draft.
+  // sequence's acceptance and the measured cost of a draft token reaches the engine's
+  // floor (0.9, paying_draft_length). Off only in tests that need every step to draft.
   bool cost_gate = true;
   // > 0: a draft token's cost as a share of a target step, instead of measuring it (tests,
   // whose tiny models time nothing alike from run to run). Not a --speculative-config key.

@@ -58,6 +58,12 @@ Result<uint64_t> kl_base_key(const std::string& base_path, std::span<const int32
   return key;
 }
 
+bool is_kl_base_file(const std::string& path) {
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  char magic[8];
+  return f && get(f.get(), magic, 8) && std::memcmp(magic, kMagic, 8) == 0;
+}
+
 uint64_t vocabulary_hash(const std::vector<std::string>& pieces) {
   XXH3_state_t* s = XXH3_createState();
   if (s == nullptr) return 0;

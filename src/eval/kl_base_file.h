@@ -60,6 +60,10 @@ struct KlBaseHeader {
 // model whose vocabulary hashes the same.
 uint64_t vocabulary_hash(const std::vector<std::string>& pieces);
 
+// Whether the file at `path` starts with this format's magic (a cache or a dump, not a
+// GGUF model); false when it cannot be read.
+bool is_kl_base_file(const std::string& path);
+
 // The cache key: a hash of the base file's size, modification time and first MiB of
 // content, the evaluated tokens, n_ctx and n_chunks (and the format version). Fails when
 // the base file cannot be read.

@@ -214,17 +214,10 @@ Result<BaseCache> open_dump(const Plan& plan, const Model& model, const Tokenize
   return out;
 }
 
-bool is_dump_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[8] = {};
-  in.read(magic, sizeof(magic));
-  return in && std::string_view(magic, sizeof(magic)) == "PGDKLBAS";
-}
-
 // Finds the base's cached rows for this plan, or runs the base and writes them.
 Result<BaseCache> ensure_base_cache(const Plan& plan, const Model& model, const Tokenizer& tok,
                                     const PerplexityOptions& o) {
-  if (is_dump_file(o.kl_base)) return open_dump(plan, model, tok, o);
+  if (is_kl_base_file(o.kl_base)) return open_dump(plan, model, tok, o);
   auto key = kl_base_key(o.kl_base, plan.tokens, plan.n_ctx, plan.n_chunks);
   if (!key) return key.status();
   BaseCache out;
