@@ -110,6 +110,26 @@ struct BlockQ8_K {
   int16_t bsums[kQK_K / 16];
 };
 
+// 2:4 sparse formats (sparse24.h): 64 positions of a row of which 32 are kept, two in
+// each group of four. `codes` holds eight 6-bit codes, little-endian bit stream, code j
+// naming which two of group 2j's four positions and which two of group 2j+1's are kept
+// (kS24Pairs); qs holds the kept values in position order, as the dense block over them
+// would: Q8_0's int8 quants, or Q4_0's nibbles (kept value k in the low nibble of qs[k],
+// k + 16 in the high nibble). Dropped positions are exactly 0.
+inline constexpr int kS24Block = 64;  // positions per block
+inline constexpr int kS24Kept = 32;   // kept values per block
+struct BlockQ8_0S24 {
+  uint16_t d;
+  uint8_t codes[6];
+  int8_t qs[kS24Kept];
+};
+
+struct BlockQ4_0S24 {
+  uint16_t d;
+  uint8_t codes[6];
+  uint8_t qs[kS24Kept / 2];
+};
+
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -122,5 +142,7 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ8_0S24) == 40);
+static_assert(sizeof(BlockQ4_0S24) == 24);
 
 }  // namespace pagoda

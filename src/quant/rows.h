@@ -40,6 +40,15 @@ float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_q5_1_q8_0(int64_t n, const void* w, const void* x);
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* x);
 
+// 2:4 sparse (64-position blocks, sparse24.h); dots take Q8_0 activations and equal the
+// dense format's dot of the expanded row bit for bit.
+void dequantize_row_q8_0_s24(const void* src, float* dst, int64_t n);
+void dequantize_row_q4_0_s24(const void* src, float* dst, int64_t n);
+void quantize_row_q8_0_s24(const float* src, void* dst, int64_t n);
+void quantize_row_q4_0_s24(const float* src, void* dst, int64_t n);
+float vec_dot_q8_0_s24_q8_0(int64_t n, const void* w, const void* x);
+float vec_dot_q4_0_s24_q8_0(int64_t n, const void* w, const void* x);
+
 // K-quants (256-value super-blocks); every dot takes Q8_K activations.
 void dequantize_row_q2_K(const void* src, float* dst, int64_t n);
 void dequantize_row_q3_K(const void* src, float* dst, int64_t n);

@@ -20,8 +20,9 @@ namespace pagoda::testing {
 inline const std::vector<DType>& dequantizable_types() {
   static const std::vector<DType> v = [] {
     std::vector<DType> out;
-    for (uint32_t id = 0; id < 64; ++id)
-      if (auto info = dtype_info(id); info && can_dequantize(info->type)) out.push_back(info->type);
+#define PAGODA_FORMAT(NAME, ...) \
+  if (can_dequantize(DType::NAME)) out.push_back(DType::NAME);
+#include "tensor/formats.inc"
     return out;
   }();
   return v;

@@ -1,6 +1,7 @@
 #include "kernels/matmul/dot_kernels.h"
 
 #include <array>
+#include <iterator>
 #include <mutex>
 
 #include "kernels/matmul/simd_registry.h"
@@ -103,13 +104,20 @@ DotKernels dot_kernels(DType t, SimdTarget target) {
 }
 
 const DotKernels& dot_kernels(DType t) {
-  static std::array<DotKernels, 64> table;
+  // Indexed by the type's row in formats.inc (ids are sparse: Pagoda's own start at 1024).
+  static constexpr DType kAll[] = {
+#define PAGODA_FORMAT(NAME, ...) DType::NAME,
+#include "tensor/formats.inc"
+  };
+  static std::array<DotKernels, std::size(kAll)> table;
   static std::once_flag once;
   std::call_once(once, [] {
-    for (uint32_t id = 0; id < table.size(); ++id)
-      if (dtype_info(id)) table[id] = dot_kernels(static_cast<DType>(id), best_simd_target());
+    for (size_t i = 0; i < table.size(); ++i) table[i] = dot_kernels(kAll[i], best_simd_target());
   });
-  return table[static_cast<uint32_t>(t) & 63];
+  for (size_t i = 0; i < table.size(); ++i)
+    if (kAll[i] == t) return table[i];
+  static const DotKernels kNone;
+  return kNone;
 }
 
 }  // namespace pagoda
