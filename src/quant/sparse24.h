@@ -14,8 +14,11 @@
 #include <cstdint>
 
 #include "quant/blocks.h"
+#include "tensor/dtype.h"
 
 namespace pagoda {
+
+inline constexpr bool is_sparse24(DType t) { return t == DType::Q8_0_S24 || t == DType::Q4_0_S24; }
 
 // The six ways to keep two of four positions, as (first, second), first < second.
 inline constexpr uint8_t kS24Pairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quant/formats.h"
+#include "quant/sparse24.h"
 #include "tensor/dtype.h"
 
 namespace pagoda::testing {
@@ -28,6 +29,17 @@ inline const std::vector<DType>& dequantizable_types() {
   return v;
 }
 
+// The formats that keep every value (all but the 2:4 sparse ones, which drop half by
+// design and have their own tests, sparse24_test.cpp).
+inline const std::vector<DType>& dense_types() {
+  static const std::vector<DType> v = [] {
+    std::vector<DType> out;
+    for (DType t : dequantizable_types())
+      if (!is_sparse24(t)) out.push_back(t);
+    return out;
+  }();
+  return v;
+}
 inline std::string type_name(DType t) { return std::string(dtype_name(t)); }
 
 // A byte buffer for one row of type t, 8-byte aligned, followed by kCanary bytes of 0xA5
