@@ -25,6 +25,7 @@
 #include "quantize/progress.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quantize_matrix.h"
+#include "quant/sparse24.h"
 #include "quant/type_policy.h"
 #include "quant/w8a8.h"
 
@@ -38,6 +39,7 @@ struct QuantizeArgs {
   std::string output;
   std::string type;
   std::vector<std::string> keep;
+  std::string sparsity;
   QuantMethodOptions method;
   int32_t threads = 0;
   bool allow_requantize = false;
@@ -97,12 +99,20 @@ int run_quantize(const QuantizeArgs& a) {
   Timer timer;
   auto type = parse_quantize_type(a.type);
   if (!type) return report_error(error("--type: {}", type.status().message()));
+  if (!a.sparsity.empty()) {
+    if (a.sparsity != "2:4")
+      return report_error(error("--sparsity '{}': only 2:4 (two of every four weights kept) is offered", a.sparsity));
+    auto sparse = sparse_counterpart(*type);
+    if (!sparse) return report_error(sparse.status());
+    type = *sparse;
+  }
   std::vector<KeepRule> keep;
   for (const std::string& spec : a.keep) {
     auto rule = parse_keep_rule(spec);
     if (!rule) return report_error(rule.status());
     keep.push_back(std::move(rule.value()));
   }
+  if (is_sparse24(*type)) keep.push_back(sparse_keeps_dense_rule(*type));
   std::error_code ec;
   if (std::filesystem::equivalent(a.input, a.output, ec))
     return report_error(error("the output {} is the input file; write to another path", a.output));
@@ -179,6 +189,13 @@ Subcommand add_quantize_command(CLI::App& app) {
                   "TYPE=REGEX: weight matrices whose name REGEX matches (anywhere: anchor with ^ and $) get TYPE "
                   "instead; repeatable, the first matching rule wins. E.g. --keep q8_0='^output\\.weight|token_embd'")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--sparsity", args->sparsity,
+                  "2:4: keep two of every four weights of each layer matrix, in the sparse counterpart of --type "
+                  "(Q8_0 -> Q8_0_S24, Q4_0 -> Q4_0_S24: Pagoda formats llama.cpp cannot load); the token "
+                  "embedding and output matrix stay dense unless a --keep rule says otherwise");
+  sub->add_option("--prune", args->method.prune,
+                  "Which two of four a 2:4 format keeps: magnitude (default), wanda (|w| x activation norm) or "
+                  "sparsegpt (Hessian-based, compensating the kept weights); wanda and sparsegpt need --calib");
   sub->add_option("--method", args->method.method,
                   "rtn (round to nearest, default), awq (activation-aware channel scales), gptq (Hessian-based "
                   "error feedback) or awq+gptq (both); all but rtn need --calib");

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "quant/block_grid.h"
+#include "quant/sparse24.h"
 
 namespace pagoda {
 namespace {
@@ -124,6 +125,34 @@ void gptq_quantize(DType t, const GptqFactor& f, float* w, int64_t rows, void* d
           axpy(wr + c + 1, uc + c + 1, err, cols - c - 1);
         }
         encode_block_levels(grid, levels, out + static_cast<size_t>(b0 / bs) * block_bytes);
+      }
+    }
+  });
+}
+
+void sparsegpt_prune_2_4(const GptqFactor& f, float* w, int64_t rows, ThreadPool& pool) {
+  const int64_t cols = f.cols;
+  pool.parallel_for(rows, 1, [&](int64_t r0, int64_t r1, int) {
+    float score[4];
+    uint8_t keep[4];
+    for (int64_t r = r0; r < r1; ++r) {
+      float* wr = w + r * cols;
+      for (int64_t c = 0; c < cols; ++c)
+        if (f.dead[static_cast<size_t>(c)]) wr[c] = 0.0f;
+      for (int64_t g = 0; g + 4 <= cols; g += 4) {
+        for (int e = 0; e < 4; ++e) {
+          const float d = f.u[static_cast<size_t>((g + e) * cols + g + e)];
+          score[e] = wr[g + e] * wr[g + e] / (d * d);
+        }
+        s24_select(score, 4, keep);
+        for (int e = 0; e < 4; ++e) {
+          const int64_t c = g + e;
+          if (keep[e]) continue;
+          const float* uc = f.u.data() + c * cols;
+          const float err = wr[c] / uc[c];
+          wr[c] = 0.0f;
+          axpy(wr + c + 1, uc + c + 1, err, cols - c - 1);
+        }
       }
     }
   });

@@ -35,4 +35,13 @@ Result<GptqFactor> gptq_factor(const float* hessian, int64_t cols, double damp =
 // output, and zeros keep the block scales tight).
 void gptq_quantize(DType t, const GptqFactor& f, float* w, int64_t rows, void* dst, ThreadPool& pool);
 
+// SparseGPT (Frantar & Alistarh, 2023) for 2:4 sparsity: GPTQ's loop with pruning in
+// place of rounding. At the first column of each group of four, the two columns whose
+// removal costs least, w_c^2 / U_cc^2 on the row as it stands, are set to zero; each
+// column's change is moved onto the later columns along U's row as GPTQ moves a rounding
+// error, so the kept weights absorb what the dropped ones did. rows x f.cols floats `w`
+// (f.cols a multiple of 4) are pruned in place; dead columns are zeroed (and so dropped
+// first). The kept values are rounded afterwards by the sparse format's quantizer.
+void sparsegpt_prune_2_4(const GptqFactor& f, float* w, int64_t rows, ThreadPool& pool);
+
 }  // namespace pagoda

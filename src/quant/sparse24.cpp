@@ -50,12 +50,8 @@ void gather_kept(const float* x, float kept[kS24Kept], uint8_t codes[6]) {
 void s24_positions(const uint8_t codes[6], uint8_t pos[kS24Kept]) {
   const uint64_t v = load_codes(codes);
   for (int j = 0; j < 8; ++j) {
-    const int code = static_cast<int>((v >> (6 * j)) & 63);
-    const int lo = code % 6, hi = code / 6;
-    pos[4 * j + 0] = static_cast<uint8_t>(8 * j + kS24Pairs[lo][0]);
-    pos[4 * j + 1] = static_cast<uint8_t>(8 * j + kS24Pairs[lo][1]);
-    pos[4 * j + 2] = static_cast<uint8_t>(8 * j + 4 + kS24Pairs[hi][0]);
-    pos[4 * j + 3] = static_cast<uint8_t>(8 * j + 4 + kS24Pairs[hi][1]);
+    const int p = s24_code_positions(static_cast<int>((v >> (6 * j)) & 63));
+    for (int s = 0; s < 4; ++s) pos[4 * j + s] = static_cast<uint8_t>(8 * j + 4 * (s / 2) + ((p >> (2 * s)) & 3));
   }
 }
 

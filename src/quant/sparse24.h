@@ -23,6 +23,17 @@ inline constexpr bool is_sparse24(DType t) { return t == DType::Q8_0_S24 || t ==
 // The six ways to keep two of four positions, as (first, second), first < second.
 inline constexpr uint8_t kS24Pairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
 
+// A code's four positions, each within its group of four (0..3), two bits each from bit 0:
+// group 2j's first and second, group 2j+1's first and second. Codes 36..63 name nothing
+// a quantizer writes; they decode as code 0 so that damaged bytes give wrong values,
+// never a read outside a table (every kernel decodes through this table).
+inline constexpr uint8_t s24_code_positions(int code) {
+  const int c = code < 36 ? code : 0;
+  const auto* lo = kS24Pairs[c % 6];
+  const auto* hi = kS24Pairs[c / 6];
+  return static_cast<uint8_t>(lo[0] | lo[1] << 2 | hi[0] << 4 | hi[1] << 6);
+}
+
 // The 8 codes of a block (6 bytes) -> the position (0..63) of each of its 32 kept values.
 void s24_positions(const uint8_t codes[6], uint8_t pos[kS24Kept]);
 

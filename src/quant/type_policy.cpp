@@ -15,7 +15,8 @@ namespace {
 // (src/quant/w8a8.h) is Pagoda's own, target DType::I8.
 constexpr std::array kTargets = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q6_K,
                                  DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K, DType::Q4_1,
-                                 DType::Q4_0, DType::Q3_K, DType::Q2_K, DType::I8};
+                                 DType::Q4_0, DType::Q3_K, DType::Q2_K, DType::I8,
+                                 DType::Q8_0_S24, DType::Q4_0_S24};
 // llama.cpp has no file type for W8A8, so its files say MOSTLY_Q8_0, the nearest, and
 // pagoda.weight_format names the format.
 constexpr uint32_t kW8A8FileType = 7;
@@ -99,7 +100,35 @@ uint32_t llama_file_type(DType target) {
   if (target == DType::I8) return kW8A8FileType;
   // The "mostly T" file type of tensor/formats.inc (the _S variant for the K-quants).
   if (!is_quantize_target(target)) return 0;
-  return static_cast<uint32_t>(std::max(0, dtype_info(target).file_type));
+  // A sparse file says its dense counterpart, the nearest llama.cpp knows (it refuses the
+  // tensors' types all the same).
+  return static_cast<uint32_t>(std::max(0, dtype_info(dense_counterpart(target)).file_type));
+}
+
+Result<DType> sparse_counterpart(DType dense) {
+  switch (dense) {
+    case DType::Q8_0:
+    case DType::Q8_0_S24: return DType::Q8_0_S24;
+    case DType::Q4_0:
+    case DType::Q4_0_S24: return DType::Q4_0_S24;
+    default:
+      return error("--sparsity 2:4 has formats for Q8_0 (Q8_0_S24) and Q4_0 (Q4_0_S24); {} has no sparse counterpart",
+                   quantize_type_name(dense));
+  }
+}
+
+DType dense_counterpart(DType t) {
+  if (t == DType::Q8_0_S24) return DType::Q8_0;
+  if (t == DType::Q4_0_S24) return DType::Q4_0;
+  return t;
+}
+
+KeepRule sparse_keeps_dense_rule(DType sparse) {
+  KeepRule rule;
+  rule.type = dense_counterpart(sparse);
+  rule.pattern = "^(token_embd|output)\\.weight$";
+  rule.regex = std::regex(rule.pattern, std::regex::ECMAScript | std::regex::optimize);
+  return rule;
 }
 
 std::string quantize_type_names() { return target_names(); }
@@ -128,6 +157,8 @@ DType fallback_type(DType wanted, int64_t row_len) {
     case DType::Q4_K: narrower = DType::Q5_0; break;
     case DType::Q5_K: narrower = DType::Q5_1; break;
     case DType::Q6_K: narrower = DType::Q8_0; break;
+    case DType::Q8_0_S24:
+    case DType::Q4_0_S24: narrower = dense_counterpart(wanted); break;
     default: break;  // already a 32-value format
   }
   return row_len % dtype_info(narrower).block_size == 0 ? narrower : DType::F16;

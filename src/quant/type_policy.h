@@ -42,6 +42,16 @@ Result<KeepRule> parse_keep_rule(std::string_view spec);
 // what llama-quantize --pure writes as general.file_type (Q4_K is MOSTLY_Q4_K_S = 14).
 uint32_t llama_file_type(DType target);
 
+// `--sparsity 2:4`: the 2:4 sparse counterpart of a dense target (Q8_0 -> Q8_0_S24, Q4_0
+// -> Q4_0_S24; a sparse type is its own), or an error naming the types that have one.
+Result<DType> sparse_counterpart(DType dense);
+// The dense format a sparse one expands to (the identity for a dense type).
+DType dense_counterpart(DType t);
+// The rule `--sparsity` adds after the user's: the token embedding and the output matrix
+// stay dense (a lookup table costs one row per token, and pruning the logits' matrix
+// costs quality for little speed), as the 2:4 pruning papers leave them.
+KeepRule sparse_keeps_dense_rule(DType sparse);
+
 // llama.cpp's rule for what may be quantized: tensors of 2 or more dimensions (trailing
 // dimensions of 1 do not count) whose name ends in "weight", except norms, MoE routers,
 // position embeddings and the small side tensors of a few architectures.

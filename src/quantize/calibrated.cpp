@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <tuple>
 #include <regex>
@@ -13,6 +14,7 @@
 #include "quant/block_grid.h"
 #include "quant/formats.h"
 #include "quant/quantize_matrix.h"
+#include "quant/sparse24.h"
 #include "quant/w8a8.h"
 
 namespace pagoda {
@@ -75,14 +77,15 @@ std::vector<float> tensor_as_float(const GgufTensor& t) {
   return out;
 }
 
-Result<std::unique_ptr<CalibratedQuantizer>> CalibratedQuantizer::create(QuantMethod method, const GgufFile& source,
+Result<std::unique_ptr<CalibratedQuantizer>> CalibratedQuantizer::create(QuantMethod method, Prune prune,
+                                                                         const GgufFile& source,
                                                                          const TensorTypeFn& type_of,
                                                                          const CalibrationOptions& options,
                                                                          ThreadPool& pool) {
-  std::unique_ptr<CalibratedQuantizer> q(new CalibratedQuantizer(method, pool));
-  if (method == QuantMethod::kRtn) return q;
+  std::unique_ptr<CalibratedQuantizer> q(new CalibratedQuantizer(method, prune, pool));
+  if (method == QuantMethod::kRtn && prune == Prune::kMagnitude) return q;
   CalibrationOptions o = options;
-  o.hessian = method == QuantMethod::kGptq || method == QuantMethod::kAwqGptq;
+  o.hessian = method == QuantMethod::kGptq || method == QuantMethod::kAwqGptq || prune == Prune::kSparseGpt;
   o.samples = method == QuantMethod::kAwq || method == QuantMethod::kAwqGptq;
   auto st = collect_calibration(source, o, pool);
   if (!st) return st.status();
@@ -111,8 +114,8 @@ void CalibratedQuantizer::report_experts() {
   }
 }
 
-Status CalibratedQuantizer::gptq(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key, const std::string& name,
-                                 const float* w, int64_t rows, DType t, void* dst) {
+Result<const GptqFactor*> CalibratedQuantizer::factor(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key,
+                                                      const std::string& name) {
   const int64_t cols = in.cols;
   auto it = factors_.find(key);
   if (it == factors_.end()) {
@@ -128,8 +131,41 @@ Status CalibratedQuantizer::gptq(InputStats& in, const std::tuple<int32_t, int32
     std::vector<float>().swap(in.hessian);  // the factor replaces it
     it = factors_.emplace(key, std::move(f.value())).first;
   }
-  work_.assign(w, w + rows * cols);  // GPTQ moves the values it has not quantized yet
-  gptq_quantize(t, it->second, work_.data(), rows, dst, pool_);
+  return &it->second;
+}
+
+Status CalibratedQuantizer::gptq(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key, const std::string& name,
+                                 const float* w, int64_t rows, DType t, void* dst) {
+  auto f = factor(in, key, name);
+  if (!f) return f.status();
+  work_.assign(w, w + rows * in.cols);  // GPTQ moves the values it has not quantized yet
+  gptq_quantize(t, **f, work_.data(), rows, dst, pool_);
+  return Status::ok();
+}
+
+Status CalibratedQuantizer::prune_sparse(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key,
+                                         const std::string& name, const float* w, int64_t rows, DType t, void* dst) {
+  const int64_t cols = in.cols;
+  work_.assign(w, w + rows * cols);
+  if (prune_ == Prune::kSparseGpt) {
+    auto f = factor(in, key, name);
+    if (!f) return f.status();
+    sparsegpt_prune_2_4(**f, work_.data(), rows, pool_);
+  } else {
+    std::vector<float> norm(static_cast<size_t>(cols));
+    for (int64_t c = 0; c < cols; ++c) norm[static_cast<size_t>(c)] = static_cast<float>(std::sqrt(in.sq_sum[static_cast<size_t>(c)]));
+    pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+      std::vector<float> score(static_cast<size_t>(cols));
+      std::vector<uint8_t> keep(static_cast<size_t>(cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        float* wr = work_.data() + r * cols;
+        for (int64_t c = 0; c < cols; ++c) score[static_cast<size_t>(c)] = std::fabs(wr[c]) * norm[static_cast<size_t>(c)];
+        s24_select(score.data(), cols, keep.data());
+        s24_apply(keep.data(), wr, cols);
+      }
+    });
+  }
+  quantize_matrix(t, work_.data(), rows, cols, dst, pool_);
   return Status::ok();
 }
 
@@ -323,9 +359,14 @@ Status CalibratedQuantizer::run_awq(const GgufFile& source, const TensorTypeFn& 
 
 Result<bool> CalibratedQuantizer::quantize(const std::string& name, const float* w, int64_t rows, int64_t cols,
                                            DType t, void* dst) {
-  if ((method_ != QuantMethod::kGptq && method_ != QuantMethod::kAwqGptq) || !has_block_grid(t) ||
-      cols % dtype_info(t).block_size != 0)
+  const bool sparse = is_sparse24(t) && prune_ != Prune::kMagnitude;
+  if (!sparse && ((method_ != QuantMethod::kGptq && method_ != QuantMethod::kAwqGptq) || !has_block_grid(t) ||
+                  cols % dtype_info(t).block_size != 0))
     return false;
+  if (cols % dtype_info(t).block_size != 0) return false;
+  // The method for a matrix of this input: GPTQ's, or the sparse format's pruning.
+  auto run = [&](InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key, const float* wm, int64_t r,
+                 void* d) { return sparse ? prune_sparse(in, key, name, wm, r, t, d) : gptq(in, key, name, wm, r, t, d); };
   int32_t layer = 0;
   LinearInput input{};
   if (expert_matrix_input(name, &layer, &input) && layer >= 0 && static_cast<size_t>(layer) < stats_.experts.size()) {
@@ -343,7 +384,7 @@ Result<bool> CalibratedQuantizer::quantize(const std::string& name, const float*
         quantize_matrix(t, we, r, cols, de, pool_);
         continue;
       }
-      PAGODA_TRY(gptq(in, {layer, static_cast<int32_t>(input), static_cast<int32_t>(e)}, name, we, r, t, de));
+      PAGODA_TRY(run(in, {layer, static_cast<int32_t>(input), static_cast<int32_t>(e)}, we, r, de));
     }
     return true;
   }
@@ -351,7 +392,7 @@ Result<bool> CalibratedQuantizer::quantize(const std::string& name, const float*
     return false;
   InputStats& in = stats_.layers[static_cast<size_t>(layer)][static_cast<size_t>(input)];
   if (in.cols != cols) return false;
-  PAGODA_TRY(gptq(in, {layer, static_cast<int32_t>(input), -1}, name, w, rows, t, dst));
+  PAGODA_TRY(run(in, {layer, static_cast<int32_t>(input), -1}, w, rows, dst));
   return true;
 }
 

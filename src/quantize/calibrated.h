@@ -29,6 +29,12 @@ namespace pagoda {
 // Hessians) are divided by the same scales: H'_ij = H_ij / (s_i s_j).
 enum class QuantMethod { kRtn, kAwq, kGptq, kAwqGptq };
 
+// How layer matrices written in a 2:4 sparse format (quant/sparse24.h) choose the two
+// weights of four they keep: magnitude (the format's own quantizer: the larger |w|),
+// Wanda (|w| x the input channel's activation norm, Sun et al., 2023), or SparseGPT
+// (sparsegpt_prune_2_4: the Hessian's cost, with the kept weights compensated).
+enum class Prune { kMagnitude, kWanda, kSparseGpt };
+
 // The format a tensor is written in (the quantize command's type policy).
 using TensorTypeFn = std::function<DType(const GgufTensor& tensor)>;
 
@@ -36,20 +42,22 @@ class CalibratedQuantizer {
  public:
   // Runs the calibration and (AWQ) the scale search for every layer; the search
   // quantizes each matrix to the format type_of gives it.
-  static Result<std::unique_ptr<CalibratedQuantizer>> create(QuantMethod method, const GgufFile& source,
+  static Result<std::unique_ptr<CalibratedQuantizer>> create(QuantMethod method, Prune prune, const GgufFile& source,
                                                              const TensorTypeFn& type_of,
                                                              const CalibrationOptions& options, ThreadPool& pool);
 
   // AWQ: the float values to use instead of the file's tensor `name`, or null.
   const std::vector<float>* replacement(const std::string& name) const;
-  // GPTQ: quantizes the layer matrix `name` (rows x cols floats at w) to t into dst. False when the method leaves the tensor to round to nearest (not a layer
-  // matrix, a format without a block grid, or a row length it does not divide).
+  // GPTQ: quantizes the layer matrix `name` (rows x cols floats at w) to t into dst; for
+  // a 2:4 sparse t, prunes it as `prune` says first. False when the method leaves the
+  // tensor to round to nearest (not a layer matrix, a format without a block grid, or a
+  // row length it does not divide; magnitude pruning is the sparse format's own).
   Result<bool> quantize(const std::string& name, const float* w, int64_t rows, int64_t cols, DType t, void* dst);
   // One line per layer group: what the search chose and the calibration loss it saved.
   const std::vector<std::string>& report() const { return report_; }
 
  private:
-  CalibratedQuantizer(QuantMethod method, ThreadPool& pool) : method_(method), pool_(pool) {}
+  CalibratedQuantizer(QuantMethod method, Prune prune, ThreadPool& pool) : method_(method), prune_(prune), pool_(pool) {}
   // A matrix of an AWQ group: rows x the input's cols floats (into replaced_), and the
   // format it will be written in.
   struct AwqMatrix {
@@ -67,7 +75,15 @@ class CalibratedQuantizer {
   Status gptq(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key, const std::string& name, const float* w,
               int64_t rows, DType t, void* dst);
 
+  // Wanda or SparseGPT on rows x in.cols floats at w, then the sparse format's quantizer.
+  Status prune_sparse(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key, const std::string& name,
+                      const float* w, int64_t rows, DType t, void* dst);
+  // The factor of in's Hessian under `key`, made once and shared by the matrices reading it.
+  Result<const GptqFactor*> factor(InputStats& in, const std::tuple<int32_t, int32_t, int32_t>& key,
+                                   const std::string& name);
+
   QuantMethod method_;
+  Prune prune_;
   ThreadPool& pool_;
   CalibrationStats stats_;
   std::map<std::string, std::vector<float>> replaced_;

@@ -95,12 +95,17 @@ Result<CalibrationStats> collect_calibration(const GgufFile& file, const Calibra
     if (s.cols == 0) {
       s.cols = cols;
       s.abs_sum.assign(static_cast<size_t>(cols), 0.0);
+      s.sq_sum.assign(static_cast<size_t>(cols), 0.0);
       if (o.hessian) s.hessian.assign(static_cast<size_t>(cols * cols), 0.0f);
       if (o.samples && expert < 0) s.sample.reserve(static_cast<size_t>(o.sample_rows * cols));
     }
     s.tokens += n;
     for (int64_t t = 0; t < n; ++t)
-      for (int64_t ch = 0; ch < cols; ++ch) s.abs_sum[static_cast<size_t>(ch)] += std::fabs(x[t * cols + ch]);
+      for (int64_t ch = 0; ch < cols; ++ch) {
+        const double v = x[t * cols + ch];
+        s.abs_sum[static_cast<size_t>(ch)] += std::fabs(v);
+        s.sq_sum[static_cast<size_t>(ch)] += v * v;
+      }
     if (o.samples && expert < 0)
       for (int64_t t = 0; t < n && s.sample_count < o.sample_rows; ++t)
         if ((chunk_base + t) % stride == 0) {

@@ -32,6 +32,7 @@ struct InputStats {
   int64_t tokens = 0;
   std::vector<float> hessian;     // cols x cols, sum over tokens of x x^T
   std::vector<double> abs_sum;    // per channel, sum of |x|
+  std::vector<double> sq_sum;     // per channel, sum of x^2 (Wanda's activation norms)
   std::vector<float> sample;      // sample_rows x cols, evenly spaced tokens
   int64_t sample_count = 0;
   std::vector<float> mean_abs() const;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "quantize/calibrated.h"
+#include "quant/sparse24.h"
 
 namespace pagoda {
 namespace {
@@ -33,18 +34,33 @@ class CalibratedStrategy final : public QuantStrategy {
 
 Result<std::unique_ptr<QuantStrategy>> make_quant_strategy(const QuantMethodOptions& options, const GgufFile& source,
                                                            const TypePolicy& policy, ThreadPool& pool) {
-  if (options.method == "rtn") return std::unique_ptr<QuantStrategy>(std::make_unique<RtnStrategy>());
+  Prune prune;
+  if (options.prune == "magnitude") prune = Prune::kMagnitude;
+  else if (options.prune == "wanda") prune = Prune::kWanda;
+  else if (options.prune == "sparsegpt") prune = Prune::kSparseGpt;
+  else return error("unknown --prune '{}'; choose magnitude, wanda or sparsegpt", options.prune);
+  const bool sparse = is_sparse24(policy.target());
+  if (prune != Prune::kMagnitude && !sparse)
+    return error("--prune {} applies to 2:4 sparse formats: add --sparsity 2:4 (or --type Q8_0_S24 / Q4_0_S24)",
+                 options.prune);
+  if (sparse && options.method != "rtn")
+    return error("--method {} does not apply to 2:4 sparse formats; --prune sparsegpt is GPTQ's counterpart for "
+                 "them (pruning with the Hessian, compensating the kept weights)",
+                 options.method);
+  if (options.method == "rtn" && prune == Prune::kMagnitude)
+    return std::unique_ptr<QuantStrategy>(std::make_unique<RtnStrategy>());
   QuantMethod method;
-  if (options.method == "awq") method = QuantMethod::kAwq;
+  if (options.method == "rtn") method = QuantMethod::kRtn;
+  else if (options.method == "awq") method = QuantMethod::kAwq;
   else if (options.method == "gptq") method = QuantMethod::kGptq;
   else if (options.method == "awq+gptq") method = QuantMethod::kAwqGptq;
   else return error("unknown --method '{}'; choose rtn, awq, gptq or awq+gptq", options.method);
   if (policy.target() == DType::I8 && method != QuantMethod::kAwq)
     return error("--method {} does not apply to W8A8 (GPTQ needs a block format's grid); use --method awq or rtn",
                  options.method);
+  const std::string& what = method == QuantMethod::kRtn ? "--prune " + options.prune : "--method " + options.method;
   if (options.calib_path.empty())
-    return error("--method {} needs calibration text: --calib FILE (plain text, a few thousand tokens or more)",
-                 options.method);
+    return error("{} needs calibration text: --calib FILE (plain text, a few thousand tokens or more)", what);
   if (options.calib_tokens < 1 || options.calib_ctx < 16)
     return error("--calib-tokens must be positive and --calib-ctx at least 16");
   CalibrationOptions co;
@@ -52,10 +68,11 @@ Result<std::unique_ptr<QuantStrategy>> make_quant_strategy(const QuantMethodOpti
   co.max_tokens = options.calib_tokens;
   co.ctx = options.calib_ctx;
   const TensorTypeFn type_of = [&policy](const GgufTensor& t) { return policy.choose(t.name, t.shape, t.type).type; };
-  auto q = CalibratedQuantizer::create(method, source, type_of, co, pool);
+  auto q = CalibratedQuantizer::create(method, prune, source, type_of, co, pool);
   if (!q) return q.status();
   for (const std::string& line : (*q)->report()) fmt::print(stderr, "{}\n", line);
-  return std::unique_ptr<QuantStrategy>(std::make_unique<CalibratedStrategy>(options.method, std::move(q.value())));
+  const std::string name = method == QuantMethod::kRtn ? options.prune : options.method;
+  return std::unique_ptr<QuantStrategy>(std::make_unique<CalibratedStrategy>(name, std::move(q.value())));
 }
 
 }  // namespace pagoda

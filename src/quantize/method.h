@@ -1,5 +1,6 @@
 // The --method of `pagoda quantize` and the strategy it builds (src/quant/quant_strategy.h):
-// rtn (round to nearest), awq or gptq (src/quantize/calibrated.h). The calibrated
+// rtn (round to nearest), awq or gptq (src/quantize/calibrated.h), and --prune for the
+// 2:4 sparse targets. The calibrated
 // methods run the source model over the --calib text here, before the first tensor is
 // written.
 #pragma once
@@ -21,6 +22,7 @@ struct QuantMethodOptions {
   std::string calib_path;      // --calib: calibration text (awq, gptq)
   int32_t calib_tokens = 4096; // --calib-tokens
   int32_t calib_ctx = 512;     // --calib-ctx: tokens per calibration chunk
+  std::string prune = "magnitude";  // --prune: magnitude | wanda | sparsegpt (2:4 sparse targets)
 };
 
 // The strategy for the options, or an error a user can act on (an unknown method, a

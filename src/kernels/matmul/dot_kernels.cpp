@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "kernels/matmul/simd_registry.h"
+#include "kernels/matmul/sparse24_tile.h"
 #include "quant/formats.h"
 
 namespace pagoda {
@@ -53,6 +54,7 @@ DotKernels scalar_kernels(DType t) {
     default: break;
   }
   k.tile = scalar_tile_for(t);
+  s24_set_expansion(t, k);
   return k;
 }
 

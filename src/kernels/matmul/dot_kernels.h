@@ -29,6 +29,11 @@ struct DotKernels {
                int64_t tokens, float* y, size_t y_stride) = nullptr;
   // Converts one activation row of n floats to the vec-dot type.
   void (*quantize_x)(const float* src, void* dst, int64_t n) = nullptr;
+  // Formats whose many-token products run on another format's tile (2:4 sparse on its
+  // dense counterpart): one row of n values re-encoded as `expanded` (null: none). matmul
+  // expands a thread's rows once per call, where `tile` above must expand per call.
+  void (*expand_row)(const void* src, void* dst, int64_t n) = nullptr;
+  DType expanded = DType::F32;
 };
 
 // Kernels for weights of type t on `target` (which must be runnable here), every member

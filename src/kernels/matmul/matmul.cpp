@@ -19,6 +19,10 @@ namespace {
 // buffer per thread is enough and never shrinks.
 thread_local std::vector<uint8_t> t_xq;
 
+// A worker's rows of a format that tiles as another (DotKernels::expand_row), re-encoded
+// once per matmul call.
+thread_local std::vector<uint8_t> t_expanded_rows;
+
 // Output rows per work item. Small enough that two threads split even a 256-row matrix,
 // large enough that a tile kernel has rows to reuse each activation block on.
 constexpr int64_t kRowGrain = 16;
@@ -167,10 +171,22 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, Thr
   pool.parallel_for(
       w.rows, kRowGrain,
       [&](int64_t r0, int64_t r1, int) {
+        const uint8_t* rows = w.row(r0);
+        size_t stride = w.row_stride;
+        const DotKernels* tk = &k;
+        if (k.expand_row != nullptr) {
+          // Expanded once for all token tiles, into this worker's buffer.
+          stride = row_bytes(k.expanded, w.cols);
+          t_expanded_rows.resize(stride * static_cast<size_t>(r1 - r0));
+          for (int64_t r = r0; r < r1; ++r)
+            k.expand_row(w.row(r), t_expanded_rows.data() + static_cast<size_t>(r - r0) * stride, w.cols);
+          rows = t_expanded_rows.data();
+          tk = &dot_kernels(k.expanded);
+        }
         for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
           const int64_t tokens = std::min(kTokenTile, n_tokens - t0);
-          k.tile(w.cols, w.row(r0), w.row_stride, r1 - r0, xb + static_cast<size_t>(t0) * xrow, xrow, tokens,
-                 y + t0 * w.rows + r0, static_cast<size_t>(w.rows));
+          tk->tile(w.cols, rows, stride, r1 - r0, xb + static_cast<size_t>(t0) * xrow, xrow, tokens,
+                   y + t0 * w.rows + r0, static_cast<size_t>(w.rows));
         }
       },
       kTileChunks);
