@@ -5,7 +5,8 @@
   bench/quant_report.py --base BASE.gguf --rows Q4_K:rtn,Q4_K:awq,Q4_K:gptq --chunks 8
 
 For each row TYPE:METHOD (default: Q8_0 Q6_K Q5_K Q4_K Q4_0 Q3_K Q2_K by round to nearest,
-Q4_K and Q3_K also by AWQ, GPTQ and AWQ+GPTQ, W8A8 by round to nearest and AWQ) it writes
+Q4_K and Q3_K also by AWQ, GPTQ and AWQ+GPTQ, W8A8 by round to nearest and AWQ; --sparse:
+Q8_0 and Q4_0 dense and 2:4 sparse by each pruning method, rows TYPE:2:4-PRUNE) it writes
 the quantized file once
 (`pagoda quantize BASE OUT --type TYPE --method METHOD [--calib CALIB]`, cached under
 $PAGODA_CACHE/quant-report/, default ~/.cache/pagoda), then measures:
@@ -40,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ROWS = ["Q8_0:rtn", "Q6_K:rtn", "Q5_K:rtn", "Q4_K:rtn", "Q4_K:awq", "Q4_K:gptq", "Q4_K:awq+gptq",
                 "Q4_0:rtn", "Q3_K:rtn", "Q3_K:awq", "Q3_K:gptq", "Q3_K:awq+gptq", "Q2_K:rtn", "W8A8:rtn", "W8A8:awq"]
 
+SPARSE_ROWS = [f"{t}:{m}" for t in ("Q8_0", "Q4_0") for m in ("rtn", "2:4-magnitude", "2:4-wanda", "2:4-sparsegpt")]
+
 
 def cache_dir() -> Path:
     return Path(os.environ.get("PAGODA_CACHE", Path.home() / ".cache" / "pagoda"))
@@ -54,11 +57,46 @@ def run(cmd: list[str], log: list) -> str:
     return p.stdout
 
 
-def weight_bits(path: Path) -> tuple[float, float]:
+# Values and bytes per block of the formats gguf-py does not know: Pagoda's own (2:4 sparse).
+PAGODA_FORMATS = {"Q8_0_S24": (64, 40), "Q4_0_S24": (64, 24)}
+
+
+def weight_bits_from_inspect(path: Path, pagoda: Path) -> tuple[float, float]:
+    """weight_bits for a file gguf-py cannot read (Pagoda's formats): the tensor list of
+    `pagoda inspect --all-tensors`, sized by the format table (gguf-py's and PAGODA_FORMATS)."""
+    import re
+    import gguf
+    out = subprocess.run([str(pagoda), "inspect", "--all-tensors", str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    bits = n = lbits = ln = 0
+    for m in re.finditer(r"^\s+(\S+)\s+(\S+)\s+\[([0-9, ]+)\]", out, re.M):
+        name, typ, shape = m.group(1), m.group(2), [int(v) for v in m.group(3).split(",")]
+        if sum(1 for v in shape if v > 1) < 2:
+            continue
+        elems = 1
+        for v in shape:
+            elems *= v
+        if typ in PAGODA_FORMATS:
+            block, size = PAGODA_FORMATS[typ]
+        else:
+            block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[typ]]
+        b = elems // block * size * 8
+        bits += b
+        n += elems
+        if name.startswith("blk."):
+            lbits += b
+            ln += elems
+    return (bits / n if n else float("nan")), (lbits / ln if ln else float("nan"))
+
+
+def weight_bits(path: Path, pagoda: Path) -> tuple[float, float]:
     """Bits per weight over all 2-D tensors, and over the layers' matrices only (blk.*:
     without the embedding table, which is most of a small model's weights)."""
     import gguf  # gguf-py: reads tensor types and sizes
-    r = gguf.GGUFReader(str(path))
+    try:
+        r = gguf.GGUFReader(str(path))
+    except ValueError:  # a type id gguf-py does not know: Pagoda's own formats
+        return weight_bits_from_inspect(path, pagoda)
     bits = n = lbits = ln = 0
     for t in r.tensors:
         if len(t.shape) >= 2 or t.tensor_type == gguf.GGMLQuantizationType.I8:
@@ -78,6 +116,7 @@ def main() -> int:
     ap.add_argument("--base", required=True, help="unquantized GGUF (F32/F16/BF16)")
     ap.add_argument("--build-dir", default=str(ROOT / "build"))
     ap.add_argument("--rows", default=",".join(DEFAULT_ROWS), help="comma-separated TYPE:METHOD")
+    ap.add_argument("--sparse", action="store_true", help="the 2:4 sparsity table: --rows " + ",".join(SPARSE_ROWS))
     ap.add_argument("--text", help="evaluation text (default: scripts/fetch_eval_text)")
     ap.add_argument("-c", "--ctx", type=int, default=512)
     ap.add_argument("--chunks", type=int, default=16)
@@ -90,6 +129,8 @@ def main() -> int:
     ap.add_argument("--regen", action="store_true", help="re-quantize even when the cached file exists")
     ap.add_argument("--json-out")
     a = ap.parse_args()
+    if a.sparse:
+        a.rows = ",".join(SPARSE_ROWS)
 
     pagoda = Path(a.build_dir) / "bin" / "pagoda"
     if not pagoda.exists():
@@ -111,7 +152,7 @@ def main() -> int:
 
     def measure(label: str, method: str, path: Path) -> dict:
         row = {"row": label, "method": method, "file": str(path), "size_mib": path.stat().st_size / 2**20}
-        row["bpw"], row["layer_bpw"] = weight_bits(path)
+        row["bpw"], row["layer_bpw"] = weight_bits(path, pagoda)
         cmd = [str(pagoda), "perplexity", "-m", str(path), "-f", str(text), "-c", str(a.ctx), "--chunks",
                str(a.chunks), "-t", str(a.threads), "--json"]
         if path != base:
@@ -138,13 +179,17 @@ def main() -> int:
     for spec in a.rows.split(","):
         typ, _, method = spec.partition(":")
         method = method or "rtn"
+        # TYPE:2:4-PRUNE: the 2:4 sparse counterpart of TYPE, pruned by PRUNE (magnitude,
+        # wanda, sparsegpt), e.g. Q8_0:2:4-wanda.
+        prune = method.split("-", 1)[1] if method.startswith("2:4-") else None
         tag = ("-keep-" + hashlib.sha1("\n".join(a.keep).encode()).hexdigest()[:8]) if a.keep else ""
-        out = out_dir / f"{typ.lower()}-{method.replace('+', '-')}{tag}.gguf"
+        out = out_dir / f"{typ.lower()}-{method.replace('+', '-').replace(':', '')}{tag}.gguf"
         if a.regen or not out.exists():
-            cmd = [str(pagoda), "quantize", str(base), str(out), "--type", typ, "--method", method, "-t", str(a.threads)]
+            cmd = [str(pagoda), "quantize", str(base), str(out), "--type", typ, "-t", str(a.threads)]
+            cmd += ["--sparsity", "2:4", "--prune", prune] if prune else ["--method", method]
             for k in a.keep:
                 cmd += ["--keep", k]
-            if method != "rtn":
+            if method != "rtn" and prune != "magnitude":
                 cmd += ["--calib", str(calib), "--calib-tokens", str(a.calib_tokens), "--calib-ctx", str(a.ctx)]
             print(f"quantize {typ} {method}", file=sys.stderr, flush=True)
             run(cmd, log)

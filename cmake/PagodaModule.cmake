@@ -27,10 +27,10 @@ function(pagoda_module name)
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
         "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq")
     elseif(src MATCHES "_avx512vbmi\\.cpp$")
-      # The AVX-512 set plus VBMI (Ice Lake, Zen 4): byte permutes; callers check
-      # cpu_features().avx512vbmi before running anything in such a file.
+      # The AVX-512 set plus VBMI and VBMI2 (Ice Lake, Zen 4): byte permutes, compress and
+      # expand; callers check cpu_features() before running anything in such a file.
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
-        "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx512vbmi")
+        "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx512vbmi;-mavx512vbmi2")
     elseif(src MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
         "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")

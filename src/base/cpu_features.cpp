@@ -34,6 +34,7 @@ CpuFeatures detect() {
     f.avx512vl = avx512_os && ((b >> 31) & 1);
     f.avx512vnni = avx512_os && ((c >> 11) & 1);
     f.avx512vbmi = avx512_os && ((c >> 1) & 1);
+    f.avx512vbmi2 = avx512_os && ((c >> 6) & 1);
     __cpuid_count(7, 1, a, b, c, d);
     f.avxvnni = avx_os && ((a >> 4) & 1);
     f.avx512bf16 = avx512_os && ((a >> 5) & 1);
@@ -44,7 +45,7 @@ CpuFeatures detect() {
   if (cap != nullptr) {
     if (std::strcmp(cap, "scalar") == 0) f = CpuFeatures{};
     if (std::strcmp(cap, "avx2") == 0) {
-      f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = f.avx512bf16 = f.avx512vbmi = false;
+      f.avx512f = f.avx512bw = f.avx512dq = f.avx512vl = f.avx512vnni = f.avx512bf16 = f.avx512vbmi = f.avx512vbmi2 = false;
     }
   }
   return f;
@@ -76,6 +77,7 @@ std::string cpu_features_string() {
   add(f.avx512vnni, "avx512vnni");
   add(f.avx512bf16, "avx512bf16");
   add(f.avx512vbmi, "avx512vbmi");
+  add(f.avx512vbmi2, "avx512vbmi2");
   add(f.avxvnni, "avxvnni");
   return s.empty() ? "scalar" : s;
 }

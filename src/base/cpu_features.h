@@ -16,7 +16,8 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512vnni = false;
   bool avx512bf16 = false;
-  bool avx512vbmi = false;  // vpermb, vpmultishiftqb: the 2:4 sparse kernels' gathers
+  bool avx512vbmi = false;   // vpermb, vpmultishiftqb
+  bool avx512vbmi2 = false;  // vpcompressb, vpexpandb: the 2:4 sparse kernels' gathers
   bool avxvnni = false;
 };
 

@@ -19,6 +19,7 @@
 #include "cli/common_options.h"
 #include "base/human_size.h"
 #include "base/printable.h"
+#include "quant/sparse24.h"
 #include "quant/w8a8.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab.h"
@@ -70,12 +71,14 @@ int run_inspect(const InspectArgs& a) {
   fmt::print("\ntensors:\n");
   size_t shown = 0;
   size_t w8a8_tensors = 0;
+  size_t sparse_tensors = 0;
   for (const auto& t : f.tensors()) {
     params += t.num_elements();
     bytes += t.nbytes;
     // An I8 matrix with a companion scale tensor is W8A8 (src/quant/w8a8.h).
     const bool w8a8 = t.type == DType::I8 && f.find_tensor(t.name + std::string(kW8A8ScaleSuffix)) != nullptr;
     w8a8_tensors += w8a8 ? 1 : 0;
+    sparse_tensors += is_sparse24(t.type) ? 1 : 0;
     const std::string type_name = w8a8 ? std::string(kW8A8FormatName) : std::string(dtype_name(t.type));
     auto& e = by_type[type_name];
     e.first += 1;
@@ -96,6 +99,9 @@ int run_inspect(const InspectArgs& a) {
     fmt::print("  {} is a Pagoda format (int8 weights with an F32 scale per row in <name>{}, int8 activations "
                "per token): llama.cpp cannot load this file\n",
                kW8A8FormatName, kW8A8ScaleSuffix);
+  if (sparse_tensors > 0)
+    fmt::print("  Q8_0_S24 and Q4_0_S24 are Pagoda formats (2:4 sparse: two of every four weights kept, with "
+               "their positions): llama.cpp cannot load this file\n");
   fmt::print("\nparameters: {} ({:.1f}M), weights {} ({:.2f} bits/weight)\n", params, params / 1e6,
              human_size(static_cast<double>(bytes)), params ? 8.0 * bytes / params : 0.0);
   // What the loaders would refuse, one line each, before the model's own summary.

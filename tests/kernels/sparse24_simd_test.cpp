@@ -16,6 +16,7 @@
 #include "kernels/matmul/matmul.h"
 #include "quant/blocks.h"
 #include "quant/formats.h"
+#include "quant/sparse24.h"
 
 namespace pagoda {
 namespace {
@@ -142,6 +143,21 @@ TEST_P(Sparse24SimdTest, TileWritesOnlyItsOutputsAndMatchesTheReference) {
       const uint8_t* xr = x.data() + k * xb;
       EXPECT_NEAR(got, ref.dot(n, wr, xr), tolerance(t, wr, xr, n)) << r << " " << k;
     }
+}
+
+// The expansion matmul's prefill runs on gives the scalar expansion's bytes on every target.
+TEST_P(Sparse24SimdTest, ExpandedRowsAreTheScalarExpansionsBytes) {
+  const auto [t, target] = GetParam();
+  const DotKernels simd = dot_kernels(t, target);
+  ASSERT_NE(simd.expand_row, nullptr);
+  std::mt19937 rng(13);
+  const int64_t n = 64 * 37;
+  const auto w = raw_weights(t, 1, n, rng);
+  std::vector<uint8_t> a(row_bytes(simd.expanded, n), 0x5a), b(row_bytes(simd.expanded, n), 0xa5);
+  simd.expand_row(w.data(), a.data(), n);
+  if (t == DType::Q8_0_S24) expand_row_q8_0_s24(w.data(), b.data(), n);
+  else expand_row_q4_0_s24(w.data(), b.data(), n);
+  ASSERT_EQ(a, b);
 }
 
 // matmul expands each thread's rows once and runs the dense tile; decode runs the dot.

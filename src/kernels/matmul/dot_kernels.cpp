@@ -97,7 +97,10 @@ DotKernels dot_kernels(DType t, SimdTarget target) {
     const auto dot = k.dot;
     const auto rows = k.dot_rows;
     reg(t, k);
-    if (k.dot != dot && k.dot_rows == rows) k.dot_rows = nullptr;
+    if (k.dot != dot && k.dot_rows == rows) {
+      k.dot_rows = nullptr;
+      k.gemv_by_rows = false;
+    }
   };
   if (target >= SimdTarget::kAvx2) stage(simd::register_avx2);
   if (target >= SimdTarget::kAvx512) stage(simd::register_avx512);

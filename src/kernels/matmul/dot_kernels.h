@@ -27,6 +27,9 @@ struct DotKernels {
   // loads across several tokens.
   void (*tile)(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* x, size_t x_stride,
                int64_t tokens, float* y, size_t y_stride) = nullptr;
+  // dot_rows streams its rows one after another (it does not interleave them), so decode's
+  // GEMV hands it a work item's rows in one call rather than calling dot per row.
+  bool gemv_by_rows = false;
   // Converts one activation row of n floats to the vec-dot type.
   void (*quantize_x)(const float* src, void* dst, int64_t n) = nullptr;
   // Formats whose many-token products run on another format's tile (2:4 sparse on its

@@ -98,7 +98,13 @@ void matmul_w8a8(const WeightView& w, const float* x, int64_t n_tokens, float* y
 // streams defeat the hardware prefetcher: one row at a time decoded 1.2x (Q4_0) and
 // 1.75x (Q4_K) faster on a 1B-shaped model unpacked (PAGODA_REPACK=0), and read 2-3.5x
 // the bytes per second in bench/micro (gemv_dot vs gemv_rows, 32768 x 2048, Zen 5).
+// Kernels whose dot_rows streams rows one after another (gemv_by_rows: the 2:4 sparse
+// formats, which stage the activations once per call) get the whole range at once.
 void gemv_rows(const DotKernels& k, const WeightView& w, int64_t r0, int64_t r1, const uint8_t* xb, float* y) {
+  if (k.gemv_by_rows) {
+    k.dot_rows(w.cols, w.row(r0), w.row_stride, r1 - r0, xb, y);
+    return;
+  }
   for (int64_t r = r0; r < r1; ++r) y[r - r0] = k.dot(w.cols, w.row(r), xb);
 }
 

@@ -1,15 +1,20 @@
-// avx512 + VBMI bodies of the 2:4 sparse formats (quant/sparse24.h): the single-token
-// dot, decode's GEMV, which reads only the sparse bytes (40 or 24 per 64 weights against
-// the dense formats' 68 or 36). Registered only when the CPU has VBMI (Ice Lake, Zen 4
-// and later); without it the avx2 registration's dot (the scalar reference) stays.
+// avx512 + VBMI + VBMI2 bodies of the 2:4 sparse formats (quant/sparse24.h). Registered
+// only when the CPU has both (Ice Lake, Zen 4 and later); otherwise the avx2 bodies stay.
 //
-// Per block: the eight 6-bit codes are cut into bytes with one multishift, looked up in
-// a 64-entry table of packed 2-bit positions with one byte permute, spread to the 32 kept
-// slots with a second multishift and offset by each slot's group: the 32 positions. A
-// byte permute over the block's 64 activation quants then gathers the 32 that meet a kept
-// weight, and one dpbusd multiplies them (Q8: |w| x sign(x, w); Q4: the nibbles, minus 8 x
-// the activations' sum by a second dpbusd). Lanes 0-3 hold the first 32 positions' sum,
-// 4-7 the second's, scaled by their own activation block's scale.
+// dot_rows (decode's GEMV: matmul hands it a work item's rows, DotKernels::gemv_by_rows):
+// the activations are staged once per call (their quants contiguous, 64-byte aligned, and
+// their scales as floats), then each row is streamed on its own, two blocks per step,
+// prefetching ahead. Per block the eight 6-bit codes are cut into bytes by one
+// multishift and looked up in a 64-entry table of 8-bit keep masks by one byte permute:
+// the block's 64-bit mask of kept positions. vpcompressb under that mask picks the 32
+// activation quants that meet a kept weight, in the kept values' order, and vpdpbusd
+// multiplies them (Q8: (x + 128) x w, minus 128 x sum(w) by a second dpbusd; Q4: the
+// nibbles x x, minus 8 x sum(x)). Lanes 0-3 and 4-7 of a block's sum get their own
+// activation block's scale. dot is dot_rows of one row.
+//
+// expand_row (prefill: matmul expands a thread's rows once per call and runs the dense
+// tile): vpexpandb under the same mask puts the kept values back at their positions, the
+// dropped ones at the level of zero; the bytes equal the scalar expand_row_*'s.
 //
 // Everything here has internal linkage and uses no std:: templates over shared types, so
 // no AVX-512 copy of an inline function can be picked by the linker for code that runs on
@@ -20,112 +25,217 @@
 #include "kernels/matmul/simd_registry.h"
 #include "kernels/matmul/sparse24_tile.h"
 #include "quant/blocks.h"
+#include "quant/rows.h"
 #include "quant/sparse24.h"
 
 namespace pagoda::simd {
 namespace {
 
-struct alignas(64) CodeTable {
+inline uint64_t load64(const void* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+template <typename Block>
+float quant_dot(int64_t n, const void* w, const void* x) {
+  if constexpr (sizeof(Block) == sizeof(BlockQ8_0S24)) return quant::vec_dot_q8_0_s24_q8_0(n, w, x);
+  else return quant::vec_dot_q4_0_s24_q8_0(n, w, x);
+}
+
+// Code -> the keep mask of its two groups (bit p: position p of the eight is kept).
+struct alignas(64) MaskTable {
   uint8_t v[64];
 };
-constexpr CodeTable make_code_table() {
-  CodeTable t{};
-  for (int c = 0; c < 64; ++c) t.v[c] = s24_code_positions(c);
+constexpr MaskTable make_mask_table() {
+  MaskTable t{};
+  for (int c = 0; c < 64; ++c) {
+    const int p = s24_code_positions(c);
+    t.v[c] = static_cast<uint8_t>(1 << (p & 3) | 1 << ((p >> 2) & 3) | 1 << (4 + ((p >> 4) & 3)) |
+                                  1 << (4 + ((p >> 6) & 3)));
+  }
   return t;
 }
-constexpr CodeTable kCodeTable = make_code_table();
+constexpr MaskTable kMaskTable = make_mask_table();
 
-// Bit offsets: the 8 codes of a 48-bit field, then each kept slot's 2 bits of the packed
-// positions (slot k: byte k / 4, bits 2 (k % 4)), and each slot's group offset.
-struct alignas(32) Controls {
-  uint8_t codes[16];
-  uint8_t slots[32];
-  uint8_t base[32];
+// Bit offsets of the 8 codes in each qword of a 48-bit field.
+struct alignas(16) CodeCuts {
+  uint8_t v[16];
 };
-constexpr Controls make_controls() {
-  Controls c{};
-  for (int j = 0; j < 16; ++j) c.codes[j] = static_cast<uint8_t>(6 * (j % 8));
-  for (int k = 0; k < 32; ++k) {
-    c.slots[k] = static_cast<uint8_t>(8 * (k / 4) + 2 * (k % 4));
-    c.base[k] = static_cast<uint8_t>(8 * (k / 4) + 4 * ((k % 4) / 2));
-  }
+constexpr CodeCuts make_cuts() {
+  CodeCuts c{};
+  for (int j = 0; j < 16; ++j) c.v[j] = static_cast<uint8_t>(6 * (j % 8));
   return c;
 }
-constexpr Controls kControls = make_controls();
+constexpr CodeCuts kCodeCuts = make_cuts();
 
-struct Decoder {
-  __m512i table = _mm512_load_si512(kCodeTable.v);
-  __m128i code_ctrl = load128(kControls.codes);
-  __m256i slot_ctrl = load256(kControls.slots);
-  __m256i base = load256(kControls.base);
-  __m256i three = _mm256_set1_epi8(3);
-
-  // The positions (0..63) of a block's 32 kept values; codes: the block's 6 code bytes
-  // (8 bytes are read: the block continues past them).
-  __m256i positions(const uint8_t* codes) const {
-    uint64_t c;
-    std::memcpy(&c, codes, sizeof c);
-    const __m128i cut = _mm_multishift_epi64_epi8(code_ctrl, _mm_cvtsi64_si128(static_cast<long long>(c)));
-    // vpermb reads the low 6 bits of each index: the code (the 2 bits above are the next one's).
-    const __m512i packed = _mm512_permutexvar_epi8(_mm512_castsi128_si512(cut), table);
-    const __m256i spread = _mm256_set1_epi64x(_mm_cvtsi128_si64(_mm512_castsi512_si128(packed)));
-    return _mm256_add_epi8(_mm256_and_si256(_mm256_multishift_epi64_epi8(slot_ctrl, spread), three), base);
+struct alignas(64) LaneIndex {
+  uint32_t dx[16];  // lanes 4h..4h+3 <- activation block h of the two sparse blocks
+  uint32_t dw[16];  // lanes 8b..8b+7 <- sparse block b's scale (at 4 + b below)
+};
+constexpr LaneIndex make_lanes() {
+  LaneIndex l{};
+  for (int i = 0; i < 16; ++i) {
+    l.dx[i] = static_cast<uint32_t>(i / 4);
+    l.dw[i] = static_cast<uint32_t>(4 + i / 8);
   }
+  return l;
+}
+constexpr LaneIndex kLanes = make_lanes();
+
+// The keep masks of two blocks from their code fields (8 bytes read at each: the blocks
+// continue past their 6 code bytes).
+inline void masks(const uint8_t* codes_a, const uint8_t* codes_b, __mmask64* ka, __mmask64* kb) {
+  const __m128i c = _mm_insert_epi64(_mm_cvtsi64_si128(static_cast<long long>(load64(codes_a))),
+                                     static_cast<long long>(load64(codes_b)), 1);
+  const __m128i cut = _mm_multishift_epi64_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(kCodeCuts.v)), c);
+  // vpermb reads the low 6 bits of each index: the code (the 2 bits above are the next one's).
+  const __m128i m = _mm512_castsi512_si128(
+      _mm512_permutexvar_epi8(_mm512_castsi128_si512(cut), _mm512_load_si512(kMaskTable.v)));
+  *ka = _cvtu64_mask64(static_cast<uint64_t>(_mm_cvtsi128_si64(m)));
+  *kb = _cvtu64_mask64(static_cast<uint64_t>(_mm_extract_epi64(m, 1)));
+}
+
+inline __mmask64 mask(const uint8_t* codes) {
+  __mmask64 a, b;
+  masks(codes, codes, &a, &b);
+  return a;
+}
+
+// Activations staged for a call: quants of 64 positions per line, scales as floats.
+constexpr int64_t kMaxStaged = 32768;  // positions; longer rows take the unstaged loop
+struct Staged {
+  alignas(64) int8_t q[kMaxStaged];
+  float d[kMaxStaged / kQK];
 };
 
-// The 32 activation quants at the kept positions; x: the two Q8_0 blocks (34 bytes each).
-inline __m256i gather(__m256i pos, const uint8_t* x) {
-  const __m512i xv = _mm512_inserti64x4(_mm512_castsi256_si512(load256(x + 2)), load256(x + 36), 1);
-  return _mm512_castsi512_si256(_mm512_permutexvar_epi8(_mm512_castsi256_si512(pos), xv));
+void stage(int64_t n, const uint8_t* x, Staged& s) {
+  const auto* xb = reinterpret_cast<const BlockQ8_0*>(x);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(s.q + b * kQK), load256(xb[b].qs));
+    s.d[b] = half(&xb[b].d);
+  }
 }
 
-// Lanes 0-3 scaled by dw * dx0, 4-7 by dw * dx1.
-inline __m256 scales(float dw, const uint8_t* x) {
-  return _mm256_set_m128(_mm_set1_ps(dw * half(x + 34)), _mm_set1_ps(dw * half(x)));
+// Two blocks' products: lanes 0-7 block a, 8-15 block b.
+inline __m512i q8_products(const uint8_t* a, const uint8_t* b, __m512i g) {
+  const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load256(a + 8)), load256(b + 8), 1);
+  const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(g, _mm512_set1_epi8(-128)), w);
+  return _mm512_sub_epi32(s, _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w));
 }
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+inline __m512i q4_products(const uint8_t* a, const uint8_t* b, __m512i g) {
+  const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(load128(a + 8)), load128(b + 8), 1);
+  const __m256i m = _mm256_set1_epi8(0x0f);
+  // Per block: low nibbles are kept values 0-15, high nibbles 16-31.
+  const __m256i lo = _mm256_and_si256(q, m), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+  const __m512i qv = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_permute2x128_si256(lo, hi, 0x20)), _mm256_permute2x128_si256(lo, hi, 0x31), 1);
+  const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qv, g);
+  return _mm512_sub_epi32(s, _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), g));
+}
+
+// The 32 kept activation quants of block i (64 staged positions) under mask k, in the
+// low half of a register.
+inline __m256i gather(const Staged& s, int64_t i, __mmask64 k) {
+  return _mm512_castsi512_si256(
+      _mm512_maskz_compress_epi8(k, _mm512_load_si512(reinterpret_cast<const __m512i*>(s.q + i * kS24Block))));
+}
+
+inline float hsum(__m512 v) {
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
 
-inline __m256i q8_products(const BlockQ8_0S24& b, __m256i xg) {
-  const __m256i w = load256(b.qs);
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(xg, w));
-}
+// How far ahead a row's stream is prefetched: 2 KB gave Gemma 3 270M's Q4_0_S24 decode
+// 1.7x over none on two threads (its rows are 240-768 bytes, too short for the hardware
+// prefetcher to ramp up within one).
+constexpr int kAhead = 2048;
 
-inline __m256i q4_products(const BlockQ4_0S24& b, __m256i xg) {
-  const __m128i q = load128(b.qs);
-  const __m128i m = _mm_set1_epi8(0x0f);
-  const __m256i qv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
-  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qv, xg);
-  return _mm256_sub_epi32(s, _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), xg));
-}
-
-template <typename Block, __m256i (*kProducts)(const Block&, __m256i)>
-float dot(int64_t n, const void* w, const void* x) {
-  const auto* b = static_cast<const Block*>(w);
-  const auto* xq = static_cast<const uint8_t*>(x);
-  const Decoder dec;
-  constexpr size_t kX = 2 * sizeof(BlockQ8_0);
+template <size_t kBytes, __m512i (*kProducts)(const uint8_t*, const uint8_t*, __m512i)>
+float row_dot(int64_t n, const uint8_t* w, const Staged& s) {
   const int64_t nb = n / kS24Block;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const uint8_t* x0 = xq + static_cast<size_t>(i) * kX;
-    const __m256i s0 = kProducts(b[i], gather(dec.positions(b[i].codes), x0));
-    const __m256i s1 = kProducts(b[i + 1], gather(dec.positions(b[i + 1].codes), x0 + kX));
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), scales(half(&b[i].d), x0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), scales(half(&b[i + 1].d), x0 + kX), acc1);
+  const __m512i dx_lanes = _mm512_load_si512(kLanes.dx);
+  const __m512i dw_lanes = _mm512_load_si512(kLanes.dw);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; i += 2) {
+    const uint8_t* a = w + static_cast<size_t>(i) * kBytes;
+    // An odd last block pairs with itself, its second half's products zeroed below.
+    const bool pair = i + 1 < nb;
+    const uint8_t* b = pair ? a + kBytes : a;
+    _mm_prefetch(reinterpret_cast<const char*>(a) + kAhead, _MM_HINT_T0);
+    if (2 * kBytes > 64) _mm_prefetch(reinterpret_cast<const char*>(a) + kAhead + 64, _MM_HINT_T0);
+    __mmask64 ka, kb;
+    masks(a + 2, b + 2, &ka, &kb);
+    const __m512i g = _mm512_inserti64x4(_mm512_castsi256_si512(gather(s, i, ka)), gather(s, pair ? i + 1 : i, kb), 1);
+    __m512i sum = kProducts(a, b, g);
+    if (!pair) sum = _mm512_maskz_mov_epi32(0x00ff, sum);
+    // Scales: the four activation blocks' (two when unpaired) and the two weight blocks'.
+    const __m128 dx = pair ? _mm_loadu_ps(s.d + 2 * i) : _mm_castsi128_ps(_mm_loadl_epi64(
+                                                              reinterpret_cast<const __m128i*>(s.d + 2 * i)));
+    const __m128 dw = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(load16(a)), load16(b), 1));
+    const __m512 f = _mm512_insertf32x4(_mm512_castps128_ps512(dx), dw, 1);
+    const __m512 scale = _mm512_mul_ps(_mm512_permutexvar_ps(dx_lanes, f), _mm512_permutexvar_ps(dw_lanes, f));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc);
   }
-  if (i < nb) {
-    const uint8_t* x0 = xq + static_cast<size_t>(i) * kX;
-    const __m256i s0 = kProducts(b[i], gather(dec.positions(b[i].codes), x0));
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), scales(half(&b[i].d), x0), acc0);
+  return hsum(acc);
+}
+
+template <typename Block, __m512i (*kProducts)(const uint8_t*, const uint8_t*, __m512i)>
+void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const void* x, float* y);
+
+template <typename Block, __m512i (*kProducts)(const uint8_t*, const uint8_t*, __m512i)>
+float dot(int64_t n, const void* w, const void* x) {
+  float y;
+  dot_rows<Block, kProducts>(n, static_cast<const uint8_t*>(w), 0, 1, x, &y);
+  return y;
+}
+
+template <typename Block, __m512i (*kProducts)(const uint8_t*, const uint8_t*, __m512i)>
+void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const void* x, float* y) {
+  static thread_local Staged s;
+  if (n > kMaxStaged) {
+    // Rows longer than the staging area (none in today's models): the reference.
+    for (int64_t r = 0; r < rows; ++r) y[r] = quant_dot<Block>(n, w + r * w_stride, x);
+    return;
   }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  stage(n, static_cast<const uint8_t*>(x), s);
+  for (int64_t r = 0; r < rows; ++r) y[r] = row_dot<sizeof(Block), kProducts>(n, w + r * w_stride, s);
+}
+
+// ---------------------------------------------------------------- expand_row
+
+void expand_q8(const void* src, void* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ8_0S24*>(src);
+  auto* o = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kS24Block; ++i) {
+    const __m512i v = _mm512_maskz_expand_epi8(mask(b[i].codes), _mm512_castsi256_si512(load256(b[i].qs)));
+    o[2 * i].d = o[2 * i + 1].d = b[i].d;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[2 * i].qs), _mm512_castsi512_si256(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[2 * i + 1].qs), _mm512_extracti64x4_epi64(v, 1));
+  }
+}
+
+void expand_q4(const void* src, void* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ4_0S24*>(src);
+  auto* o = static_cast<BlockQ4_0*>(dst);
+  const __m128i m = _mm_set1_epi8(0x0f);
+  for (int64_t i = 0; i < n / kS24Block; ++i) {
+    const __m128i q = load128(b[i].qs);
+    const __m256i levels = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+    // Dropped positions at level 8, zero.
+    const __m512i v = _mm512_mask_expand_epi8(_mm512_set1_epi8(8), mask(b[i].codes), _mm512_castsi256_si512(levels));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l = h == 0 ? _mm512_castsi512_si256(v) : _mm512_extracti64x4_epi64(v, 1);
+      // Q4_0: value j in the low nibble of qs[j], value j + 16 in the high nibble.
+      const __m128i packed = _mm_or_si128(_mm256_castsi256_si128(l), _mm_slli_epi16(_mm256_extracti128_si256(l, 1), 4));
+      o[2 * i + h].d = b[i].d;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o[2 * i + h].qs), packed);
+    }
+  }
 }
 
 }  // namespace
@@ -134,9 +244,17 @@ void register_sparse24_avx512(DType t, DotKernels& k) {
   if (t != DType::Q8_0_S24 && t != DType::Q4_0_S24) return;
   k.tile = s24_expanded_tile(t, SimdTarget::kAvx512);
   k.quantize_x = dot_kernels(DType::Q8_0, SimdTarget::kAvx512).quantize_x;
-  if (!cpu_features().avx512vbmi) return;
-  if (t == DType::Q8_0_S24) k.dot = dot<BlockQ8_0S24, q8_products>;
-  else k.dot = dot<BlockQ4_0S24, q4_products>;
+  if (!cpu_features().avx512vbmi || !cpu_features().avx512vbmi2) return;
+  k.gemv_by_rows = true;
+  if (t == DType::Q8_0_S24) {
+    k.dot = dot<BlockQ8_0S24, q8_products>;
+    k.dot_rows = dot_rows<BlockQ8_0S24, q8_products>;
+    k.expand_row = expand_q8;
+  } else {
+    k.dot = dot<BlockQ4_0S24, q4_products>;
+    k.dot_rows = dot_rows<BlockQ4_0S24, q4_products>;
+    k.expand_row = expand_q4;
+  }
 }
 
 }  // namespace pagoda::simd

@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "kernels/matmul/simd_registry.h"
 #include "quant/sparse24.h"
 
 namespace pagoda {
@@ -55,17 +54,3 @@ void s24_set_expansion(DType t, DotKernels& k) {
 }
 
 }  // namespace pagoda
-
-namespace pagoda::simd {
-
-// AVX2: the tile on the dense AVX2 tiles and AVX2 activation conversion; the single-token
-// dot stays the scalar reference (its gathers need the byte permutes across 64 bytes of
-// AVX-512 VBMI, sparse24_avx512vbmi.cpp). Nothing here is compiled for a target: the
-// function pointers it hands out are.
-void register_sparse24_avx2(DType t, DotKernels& k) {
-  if (!is_sparse24(t)) return;
-  k.tile = s24_expanded_tile(t, SimdTarget::kAvx2);
-  k.quantize_x = dot_kernels(DType::Q8_0, SimdTarget::kAvx2).quantize_x;
-}
-
-}  // namespace pagoda::simd
