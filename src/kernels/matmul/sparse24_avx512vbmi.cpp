@@ -69,19 +69,6 @@ constexpr CodeCuts make_cuts() {
 }
 constexpr CodeCuts kCodeCuts = make_cuts();
 
-struct alignas(64) LaneIndex {
-  uint32_t dx[16];  // lanes 4h..4h+3 <- activation block h of the two sparse blocks
-  uint32_t dw[16];  // lanes 8b..8b+7 <- sparse block b's scale (at 4 + b below)
-};
-constexpr LaneIndex make_lanes() {
-  LaneIndex l{};
-  for (int i = 0; i < 16; ++i) {
-    l.dx[i] = static_cast<uint32_t>(i / 4);
-    l.dw[i] = static_cast<uint32_t>(4 + i / 8);
-  }
-  return l;
-}
-constexpr LaneIndex kLanes = make_lanes();
 
 // The keep masks of two blocks from their code fields (8 bytes read at each: the blocks
 // continue past their 6 code bytes).
@@ -106,45 +93,52 @@ inline __mmask64 mask(const uint8_t* codes) {
 constexpr int64_t kMaxStaged = 32768;  // positions; longer rows take the unstaged loop
 struct Staged {
   alignas(64) int8_t q[kMaxStaged];
-  float d[kMaxStaged / kQK];
+  // Per sparse block, the lanes of its sum: 0-3 activation block 2i's scale, 4-7 2i + 1's.
+  alignas(32) float d[kMaxStaged / kS24Block][8];
 };
 
 void stage(int64_t n, const uint8_t* x, Staged& s) {
   const auto* xb = reinterpret_cast<const BlockQ8_0*>(x);
   for (int64_t b = 0; b < n / kQK; ++b) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(s.q + b * kQK), load256(xb[b].qs));
-    s.d[b] = half(&xb[b].d);
+    const float d = half(&xb[b].d);
+    for (int l = 0; l < 4; ++l) s.d[b / 2][4 * (b % 2) + l] = d;
   }
 }
 
-// Two blocks' products: lanes 0-7 block a, 8-15 block b.
-inline __m512i q8_products(const uint8_t* a, const uint8_t* b, __m512i g) {
-  const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load256(a + 8)), load256(b + 8), 1);
-  const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(g, _mm512_set1_epi8(-128)), w);
-  return _mm512_sub_epi32(s, _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), w));
+// One block's products in ymm: dwords 0-3 sum the kept values of the first 32
+// positions, 4-7 of the second. g: the 32 gathered activation quants.
+inline __m256i q8_products(const uint8_t* blk, __m256i g) {
+  const __m256i w = load256(blk + 8);
+  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_xor_si256(g, _mm256_set1_epi8(-128)), w);
+  return _mm256_sub_epi32(s, _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), w));
 }
 
-inline __m512i q4_products(const uint8_t* a, const uint8_t* b, __m512i g) {
-  const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(load128(a + 8)), load128(b + 8), 1);
-  const __m256i m = _mm256_set1_epi8(0x0f);
-  // Per block: low nibbles are kept values 0-15, high nibbles 16-31.
-  const __m256i lo = _mm256_and_si256(q, m), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
-  const __m512i qv = _mm512_inserti64x4(
-      _mm512_castsi256_si512(_mm256_permute2x128_si256(lo, hi, 0x20)), _mm256_permute2x128_si256(lo, hi, 0x31), 1);
-  const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qv, g);
-  return _mm512_sub_epi32(s, _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), g));
+inline __m256i q4_products(const uint8_t* blk, __m256i g) {
+  // Low nibbles are kept values 0-15, high nibbles 16-31: the 16 bytes in both lanes, the
+  // upper lane shifted by 4.
+  const __m256i q = _mm256_broadcastsi128_si256(load128(blk + 8));
+  const __m256i qv = _mm256_and_si256(_mm256_srlv_epi16(q, _mm256_set_epi64x(0x0004000400040004, 0x0004000400040004, 0, 0)),
+                                      _mm256_set1_epi8(0x0f));
+  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qv, g);
+  return _mm256_sub_epi32(s, _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), g));
 }
 
-// The 32 kept activation quants of block i (64 staged positions) under mask k, in the
-// low half of a register.
+// The 32 kept activation quants of block i (64 staged positions) under mask k.
 inline __m256i gather(const Staged& s, int64_t i, __mmask64 k) {
   return _mm512_castsi512_si256(
       _mm512_maskz_compress_epi8(k, _mm512_load_si512(reinterpret_cast<const __m512i*>(s.q + i * kS24Block))));
 }
 
-inline float hsum(__m512 v) {
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+// The FP16 scale at the start of a block, in every lane.
+inline __m256 block_scale(const uint8_t* blk) {
+  return _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(load16(blk))));
+}
+
+inline __m256 act_scales(const Staged& s, int64_t i) { return _mm256_load_ps(s.d[i]); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
@@ -155,46 +149,44 @@ inline float hsum(__m512 v) {
 // prefetcher to ramp up within one).
 constexpr int kAhead = 2048;
 
-template <size_t kBytes, __m512i (*kProducts)(const uint8_t*, const uint8_t*, __m512i)>
+template <size_t kBytes, __m256i (*kProducts)(const uint8_t*, __m256i)>
+inline __m256 block(const uint8_t* blk, const Staged& s, int64_t i, __mmask64 k, __m256 acc) {
+  const __m256i sum = kProducts(blk, gather(s, i, k));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(act_scales(s, i), block_scale(blk)), acc);
+}
+
+template <size_t kBytes, __m256i (*kProducts)(const uint8_t*, __m256i)>
 float row_dot(int64_t n, const uint8_t* w, const Staged& s) {
   const int64_t nb = n / kS24Block;
-  const __m512i dx_lanes = _mm512_load_si512(kLanes.dx);
-  const __m512i dw_lanes = _mm512_load_si512(kLanes.dw);
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; i += 2) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
     const uint8_t* a = w + static_cast<size_t>(i) * kBytes;
-    // An odd last block pairs with itself, its second half's products zeroed below.
-    const bool pair = i + 1 < nb;
-    const uint8_t* b = pair ? a + kBytes : a;
     _mm_prefetch(reinterpret_cast<const char*>(a) + kAhead, _MM_HINT_T0);
     if (2 * kBytes > 64) _mm_prefetch(reinterpret_cast<const char*>(a) + kAhead + 64, _MM_HINT_T0);
     __mmask64 ka, kb;
-    masks(a + 2, b + 2, &ka, &kb);
-    const __m512i g = _mm512_inserti64x4(_mm512_castsi256_si512(gather(s, i, ka)), gather(s, pair ? i + 1 : i, kb), 1);
-    __m512i sum = kProducts(a, b, g);
-    if (!pair) sum = _mm512_maskz_mov_epi32(0x00ff, sum);
-    // Scales: the four activation blocks' (two when unpaired) and the two weight blocks'.
-    const __m128 dx = pair ? _mm_loadu_ps(s.d + 2 * i) : _mm_castsi128_ps(_mm_loadl_epi64(
-                                                              reinterpret_cast<const __m128i*>(s.d + 2 * i)));
-    const __m128 dw = _mm_cvtph_ps(_mm_insert_epi16(_mm_cvtsi32_si128(load16(a)), load16(b), 1));
-    const __m512 f = _mm512_insertf32x4(_mm512_castps128_ps512(dx), dw, 1);
-    const __m512 scale = _mm512_mul_ps(_mm512_permutexvar_ps(dx_lanes, f), _mm512_permutexvar_ps(dw_lanes, f));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc);
+    masks(a + 2, a + kBytes + 2, &ka, &kb);
+    acc0 = block<kBytes, kProducts>(a, s, i, ka, acc0);
+    acc1 = block<kBytes, kProducts>(a + kBytes, s, i + 1, kb, acc1);
   }
-  return hsum(acc);
+  if (i < nb) {
+    const uint8_t* a = w + static_cast<size_t>(i) * kBytes;
+    acc0 = block<kBytes, kProducts>(a, s, i, mask(a + 2), acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
 }
 
-template <typename Block, __m512i (*kProducts)(const uint8_t*, const uint8_t*, __m512i)>
+template <typename Block, __m256i (*kProducts)(const uint8_t*, __m256i)>
 void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const void* x, float* y);
 
-template <typename Block, __m512i (*kProducts)(const uint8_t*, const uint8_t*, __m512i)>
+template <typename Block, __m256i (*kProducts)(const uint8_t*, __m256i)>
 float dot(int64_t n, const void* w, const void* x) {
   float y;
   dot_rows<Block, kProducts>(n, static_cast<const uint8_t*>(w), 0, 1, x, &y);
   return y;
 }
 
-template <typename Block, __m512i (*kProducts)(const uint8_t*, const uint8_t*, __m512i)>
+template <typename Block, __m256i (*kProducts)(const uint8_t*, __m256i)>
 void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const void* x, float* y) {
   static thread_local Staged s;
   if (n > kMaxStaged) {
