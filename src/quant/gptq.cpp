@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "quant/block_grid.h"
+#include "quant/formats.h"
+#include "base/fp16.h"
 #include "quant/sparse24.h"
 
 namespace pagoda {
@@ -130,28 +132,64 @@ void gptq_quantize(DType t, const GptqFactor& f, float* w, int64_t rows, void* d
   });
 }
 
-void sparsegpt_prune_2_4(const GptqFactor& f, float* w, int64_t rows, ThreadPool& pool) {
+void sparsegpt_quantize_2_4(DType t, const GptqFactor& f, float* w, int64_t rows, void* dst, ThreadPool& pool) {
   const int64_t cols = f.cols;
+  const bool q8 = t == DType::Q8_0_S24;
+  const size_t out_row = row_bytes(t, cols);
   pool.parallel_for(rows, 1, [&](int64_t r0, int64_t r1, int) {
-    float score[4];
-    uint8_t keep[4];
+    float score[kS24Block], kept[kS24Kept];
+    uint8_t keep[kS24Block];
+    int levels[kS24Kept];
     for (int64_t r = r0; r < r1; ++r) {
       float* wr = w + r * cols;
+      auto* out = static_cast<uint8_t*>(dst) + static_cast<size_t>(r) * out_row;
       for (int64_t c = 0; c < cols; ++c)
         if (f.dead[static_cast<size_t>(c)]) wr[c] = 0.0f;
-      for (int64_t g = 0; g + 4 <= cols; g += 4) {
-        for (int e = 0; e < 4; ++e) {
-          const float d = f.u[static_cast<size_t>((g + e) * cols + g + e)];
-          score[e] = wr[g + e] * wr[g + e] / (d * d);
+      for (int64_t b0 = 0; b0 < cols; b0 += kS24Block) {
+        for (int e = 0; e < kS24Block; ++e) {
+          const float d = f.u[static_cast<size_t>((b0 + e) * cols + b0 + e)];
+          score[e] = wr[b0 + e] * wr[b0 + e] / (d * d);
         }
-        s24_select(score, 4, keep);
-        for (int e = 0; e < 4; ++e) {
-          const int64_t c = g + e;
-          if (keep[e]) continue;
+        s24_select(score, kS24Block, keep);
+        int k = 0;
+        for (int e = 0; e < kS24Block; ++e)
+          if (keep[e]) kept[k++] = wr[b0 + e];
+        // The dense format's scale over the kept values as they stand (its RTN quantizer).
+        uint16_t d16;
+        if (q8) {
+          BlockQ8_0 blk;
+          quantize_row(DType::Q8_0, kept, &blk, kS24Kept);
+          d16 = blk.d;
+        } else {
+          BlockQ4_0 blk;
+          quantize_row(DType::Q4_0, kept, &blk, kS24Kept);
+          d16 = blk.d;
+        }
+        const float d = fp16_to_fp32(d16);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        k = 0;
+        for (int e = 0; e < kS24Block; ++e) {
+          const int64_t c = b0 + e;
+          float q = 0.0f;
+          if (keep[e]) {
+            const int lv = q8 ? std::clamp(static_cast<int>(std::lround(wr[c] * id)), -127, 127)
+                              : std::clamp(static_cast<int>(std::lround(wr[c] * id)) + 8, 0, 15);
+            levels[k++] = lv;
+            q = static_cast<float>(q8 ? lv : lv - 8) * d;
+          }
           const float* uc = f.u.data() + c * cols;
-          const float err = wr[c] / uc[c];
-          wr[c] = 0.0f;
+          const float err = (wr[c] - q) / uc[c];
+          wr[c] = q;
           axpy(wr + c + 1, uc + c + 1, err, cols - c - 1);
+        }
+        uint8_t* blk = out + static_cast<size_t>(b0 / kS24Block) * dtype_info(t).type_size;
+        std::memcpy(blk, &d16, 2);
+        s24_encode(keep, blk + 2);
+        if (q8) {
+          for (int j = 0; j < kS24Kept; ++j) blk[8 + j] = static_cast<uint8_t>(static_cast<int8_t>(levels[j]));
+        } else {
+          for (int j = 0; j < kS24Kept / 2; ++j)
+            blk[8 + j] = static_cast<uint8_t>(levels[j] | levels[j + kS24Kept / 2] << 4);
         }
       }
     }

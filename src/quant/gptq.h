@@ -35,13 +35,16 @@ Result<GptqFactor> gptq_factor(const float* hessian, int64_t cols, double damp =
 // output, and zeros keep the block scales tight).
 void gptq_quantize(DType t, const GptqFactor& f, float* w, int64_t rows, void* dst, ThreadPool& pool);
 
-// SparseGPT (Frantar & Alistarh, 2023) for 2:4 sparsity: GPTQ's loop with pruning in
-// place of rounding. At the first column of each group of four, the two columns whose
-// removal costs least, w_c^2 / U_cc^2 on the row as it stands, are set to zero; each
-// column's change is moved onto the later columns along U's row as GPTQ moves a rounding
-// error, so the kept weights absorb what the dropped ones did. rows x f.cols floats `w`
-// (f.cols a multiple of 4) are pruned in place; dead columns are zeroed (and so dropped
-// first). The kept values are rounded afterwards by the sparse format's quantizer.
-void sparsegpt_prune_2_4(const GptqFactor& f, float* w, int64_t rows, ThreadPool& pool);
+// SparseGPT (Frantar & Alistarh, 2023) for the 2:4 formats (quant/sparse24.h), pruning
+// and rounding in one pass of GPTQ's loop. At the first column of each 64-position block,
+// each group of four keeps the two columns whose removal would cost most, w_c^2 / U_cc^2
+// on the row as it stands, and the block's scale is the dense format's over those kept
+// values; then column by column a dropped weight becomes zero and a kept one its nearest
+// level, and each change is moved onto the later columns along U's row, so the kept
+// weights absorb what the dropped ones did and later roundings what earlier ones cost.
+// rows x f.cols floats `w` (overwritten; f.cols a multiple of 64) into dst, rows *
+// row_bytes(t, f.cols) bytes, t Q8_0_S24 or Q4_0_S24. Dead columns are zeroed first (and
+// so dropped first).
+void sparsegpt_quantize_2_4(DType t, const GptqFactor& f, float* w, int64_t rows, void* dst, ThreadPool& pool);
 
 }  // namespace pagoda

@@ -150,8 +150,10 @@ Status CalibratedQuantizer::prune_sparse(InputStats& in, const std::tuple<int32_
   if (prune_ == Prune::kSparseGpt) {
     auto f = factor(in, key, name);
     if (!f) return f.status();
-    sparsegpt_prune_2_4(**f, work_.data(), rows, pool_);
-  } else {
+    sparsegpt_quantize_2_4(t, **f, work_.data(), rows, dst, pool_);
+    return Status::ok();
+  }
+  {
     std::vector<float> norm(static_cast<size_t>(cols));
     for (int64_t c = 0; c < cols; ++c) norm[static_cast<size_t>(c)] = static_cast<float>(std::sqrt(in.sq_sum[static_cast<size_t>(c)]));
     pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {

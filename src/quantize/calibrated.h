@@ -32,7 +32,7 @@ enum class QuantMethod { kRtn, kAwq, kGptq, kAwqGptq };
 // How layer matrices written in a 2:4 sparse format (quant/sparse24.h) choose the two
 // weights of four they keep: magnitude (the format's own quantizer: the larger |w|),
 // Wanda (|w| x the input channel's activation norm, Sun et al., 2023), or SparseGPT
-// (sparsegpt_prune_2_4: the Hessian's cost, with the kept weights compensated).
+// (sparsegpt_quantize_2_4: the Hessian's cost, the kept weights compensating and rounded in one pass).
 enum class Prune { kMagnitude, kWanda, kSparseGpt };
 
 // The format a tensor is written in (the quantize command's type policy).

@@ -130,6 +130,47 @@ TEST(Gptq, ColumnsNoInputReachesAreZeroedAndTheRestStillFactor) {
   EXPECT_LT(std::fabs(deq[7]), 0.1f * amax) << "a dead column quantizes the level nearest zero";
 }
 
+// SparseGPT's 2:4 pass against magnitude pruning (the formats' own quantizer) and against
+// pruning by its own rule without compensation (its choice of kept weights, each rounded
+// to nearest): both errors must be clearly higher, and every group must keep two.
+TEST(SparseGpt, CompensatedPruningLowersTheOutputErrorBelowMagnitudeAndBelowNoCompensation) {
+  const int64_t rows = 16, cols = 512, n = 384;
+  const std::vector<float> x = correlated_inputs(n, cols, 1);
+  const std::vector<float> h = gram(x, n, cols);
+  auto f = gptq_factor(h.data(), cols);
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  ThreadPool pool(2);
+  for (DType t : {DType::Q8_0_S24, DType::Q4_0_S24}) {
+    const std::vector<float> w = testing::make_row(testing::Shape::kGaussian, rows * cols, 9);
+    const size_t rb = row_bytes(t, cols);
+    std::vector<uint8_t> magnitude(rb * rows), sparsegpt(rb * rows), uncompensated(rb * rows);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(t, w.data() + r * cols, magnitude.data() + r * rb, cols);
+    std::vector<float> work = w;
+    sparsegpt_quantize_2_4(t, *f, work.data(), rows, sparsegpt.data(), pool);
+    // Its kept positions, each value rounded to nearest from the original weights.
+    std::vector<float> deq(static_cast<size_t>(cols)), kept(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(t, sparsegpt.data() + r * rb, deq.data(), cols);
+      int nonzero = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        if (c % 4 == 0) {
+          ASSERT_LE(nonzero, 2);
+          nonzero = 0;
+        }
+        nonzero += deq[c] != 0.0f;
+      }
+      // Ties to zero aside, the kept positions are the nonzero ones.
+      for (int64_t c = 0; c < cols; ++c) kept[c] = deq[c] != 0.0f ? w[r * cols + c] : 0.0f;
+      quantize_row(t, kept.data(), uncompensated.data() + r * rb, cols);
+    }
+    const double e_mag = output_error(t, magnitude, w, x, rows, cols, n);
+    const double e_sgpt = output_error(t, sparsegpt, w, x, rows, cols, n);
+    const double e_unc = output_error(t, uncompensated, w, x, rows, cols, n);
+    EXPECT_LT(e_sgpt, 0.7 * e_mag) << dtype_name(t) << ": SparseGPT " << e_sgpt << " vs magnitude " << e_mag;
+    EXPECT_LT(e_sgpt, 0.7 * e_unc) << dtype_name(t) << ": SparseGPT " << e_sgpt << " vs uncompensated " << e_unc;
+  }
+}
+
 TEST(Gptq, AllZeroActivationsAreAnError) {
   std::vector<float> h(64 * 64, 0.0f);
   auto f = gptq_factor(h.data(), 64);
