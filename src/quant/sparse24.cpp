@@ -126,58 +126,62 @@ void expand_row_q4_0_s24(const void* src, void* dst_q4_0, int64_t n) {
 }
 
 namespace quant {
+namespace {
 
-void dequantize_row_q8_0_s24(const void* __restrict src, float* __restrict dst, int64_t n) {
-  const auto* b = static_cast<const BlockQ8_0S24*>(src);
-  uint8_t pos[kS24Kept];
-  for (int64_t i = 0; i < n / kS24Block; ++i, dst += kS24Block) {
-    s24_positions(b[i].codes, pos);
-    const float d = fp16_to_fp32(b[i].d);
-    for (int j = 0; j < kS24Block; ++j) dst[j] = 0.0f;
-    for (int k = 0; k < kS24Kept; ++k) dst[pos[k]] = static_cast<float>(b[i].qs[k]) * d;
-  }
-}
-
-void dequantize_row_q4_0_s24(const void* __restrict src, float* __restrict dst, int64_t n) {
-  const auto* b = static_cast<const BlockQ4_0S24*>(src);
-  uint8_t pos[kS24Kept];
-  for (int64_t i = 0; i < n / kS24Block; ++i, dst += kS24Block) {
-    s24_positions(b[i].codes, pos);
-    const float d = fp16_to_fp32(b[i].d);
-    for (int j = 0; j < kS24Block; ++j) dst[j] = 0.0f;
-    for (int k = 0; k < kS24Kept; ++k) {
-      const int q = k < 16 ? b[i].qs[k] & 15 : b[i].qs[k - 16] >> 4;
-      dst[pos[k]] = static_cast<float>(q - 8) * d;
-    }
-  }
-}
-
-void quantize_row_q8_0_s24(const float* __restrict src, void* __restrict dst, int64_t n) {
-  auto* b = static_cast<BlockQ8_0S24*>(dst);
-  float kept[kS24Kept];
-  for (int64_t i = 0; i < n / kS24Block; ++i, src += kS24Block) {
-    gather_kept(src, kept, b[i].codes);
+// What differs between the two formats: the block, a kept value's integer level, how the
+// dense reference scales a block's integer sum (Q8_0: sumi * (dw * dx); Q4_0: sumi * dw *
+// dx, rounded in that order), and the dense quantizer over the kept values.
+struct Q8 {
+  using Block = BlockQ8_0S24;
+  static int level(const Block& b, int k) { return b.qs[k]; }
+  static float scaled(int sumi, float dw, float dx) { return static_cast<float>(sumi) * (dw * dx); }
+  static void encode(const float* kept, Block& b) {
     BlockQ8_0 q;
     quantize_row_q8_0(kept, &q, kS24Kept);
-    b[i].d = q.d;
-    std::memcpy(b[i].qs, q.qs, sizeof q.qs);
+    b.d = q.d;
+    std::memcpy(b.qs, q.qs, sizeof q.qs);
+  }
+};
+
+struct Q4 {
+  using Block = BlockQ4_0S24;
+  static int level(const Block& b, int k) { return (k < 16 ? b.qs[k] & 15 : b.qs[k - 16] >> 4) - 8; }
+  static float scaled(int sumi, float dw, float dx) { return static_cast<float>(sumi) * dw * dx; }
+  static void encode(const float* kept, Block& b) {
+    BlockQ4_0 q;
+    quantize_row_q4_0(kept, &q, kS24Kept);
+    b.d = q.d;
+    std::memcpy(b.qs, q.qs, sizeof q.qs);
+  }
+};
+
+template <typename F>
+void dequantize(const void* __restrict src, float* __restrict dst, int64_t n) {
+  const auto* b = static_cast<const typename F::Block*>(src);
+  uint8_t pos[kS24Kept];
+  for (int64_t i = 0; i < n / kS24Block; ++i, dst += kS24Block) {
+    s24_positions(b[i].codes, pos);
+    const float d = fp16_to_fp32(b[i].d);
+    for (int j = 0; j < kS24Block; ++j) dst[j] = 0.0f;
+    for (int k = 0; k < kS24Kept; ++k) dst[pos[k]] = static_cast<float>(F::level(b[i], k)) * d;
   }
 }
 
-void quantize_row_q4_0_s24(const float* __restrict src, void* __restrict dst, int64_t n) {
-  auto* b = static_cast<BlockQ4_0S24*>(dst);
+template <typename F>
+void quantize(const float* __restrict src, void* __restrict dst, int64_t n) {
+  auto* b = static_cast<typename F::Block*>(dst);
   float kept[kS24Kept];
   for (int64_t i = 0; i < n / kS24Block; ++i, src += kS24Block) {
     gather_kept(src, kept, b[i].codes);
-    BlockQ4_0 q;
-    quantize_row_q4_0(kept, &q, kS24Kept);
-    b[i].d = q.d;
-    std::memcpy(b[i].qs, q.qs, sizeof q.qs);
+    F::encode(kept, b[i]);
   }
 }
 
-float vec_dot_q8_0_s24_q8_0(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const BlockQ8_0S24*>(w);
+// Kept values 16h..16h+15 sit in the first (h = 0) or second 32 positions of the block:
+// one activation block each.
+template <typename F>
+float dot(int64_t n, const void* w, const void* x) {
+  const auto* a = static_cast<const typename F::Block*>(w);
   const auto* b = static_cast<const BlockQ8_0*>(x);
   uint8_t pos[kS24Kept];
   float sum = 0.0f;
@@ -186,32 +190,21 @@ float vec_dot_q8_0_s24_q8_0(int64_t n, const void* w, const void* x) {
     for (int h = 0; h < 2; ++h) {
       const BlockQ8_0& xb = b[2 * i + h];
       int sumi = 0;
-      for (int k = 16 * h; k < 16 * h + 16; ++k) sumi += a[i].qs[k] * xb.qs[pos[k] - kQK * h];
-      sum += static_cast<float>(sumi) * (fp16_to_fp32(a[i].d) * fp16_to_fp32(xb.d));
+      for (int k = 16 * h; k < 16 * h + 16; ++k) sumi += F::level(a[i], k) * xb.qs[pos[k] - kQK * h];
+      sum += F::scaled(sumi, fp16_to_fp32(a[i].d), fp16_to_fp32(xb.d));
     }
   }
   return sum;
 }
 
-float vec_dot_q4_0_s24_q8_0(int64_t n, const void* w, const void* x) {
-  const auto* a = static_cast<const BlockQ4_0S24*>(w);
-  const auto* b = static_cast<const BlockQ8_0*>(x);
-  uint8_t pos[kS24Kept];
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n / kS24Block; ++i) {
-    s24_positions(a[i].codes, pos);
-    for (int h = 0; h < 2; ++h) {
-      const BlockQ8_0& xb = b[2 * i + h];
-      int sumi = 0;
-      for (int k = 0; k < 16; ++k) {
-        const int q = h == 0 ? a[i].qs[k] & 15 : a[i].qs[k] >> 4;
-        sumi += (q - 8) * xb.qs[pos[16 * h + k] - kQK * h];
-      }
-      sum += static_cast<float>(sumi) * fp16_to_fp32(a[i].d) * fp16_to_fp32(xb.d);
-    }
-  }
-  return sum;
-}
+}  // namespace
+
+void dequantize_row_q8_0_s24(const void* src, float* dst, int64_t n) { dequantize<Q8>(src, dst, n); }
+void dequantize_row_q4_0_s24(const void* src, float* dst, int64_t n) { dequantize<Q4>(src, dst, n); }
+void quantize_row_q8_0_s24(const float* src, void* dst, int64_t n) { quantize<Q8>(src, dst, n); }
+void quantize_row_q4_0_s24(const float* src, void* dst, int64_t n) { quantize<Q4>(src, dst, n); }
+float vec_dot_q8_0_s24_q8_0(int64_t n, const void* w, const void* x) { return dot<Q8>(n, w, x); }
+float vec_dot_q4_0_s24_q8_0(int64_t n, const void* w, const void* x) { return dot<Q4>(n, w, x); }
 
 }  // namespace quant
 }  // namespace pagoda

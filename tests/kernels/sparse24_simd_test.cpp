@@ -17,6 +17,7 @@
 #include "quant/blocks.h"
 #include "quant/formats.h"
 #include "quant/sparse24.h"
+#include "q8_dot_test_util.h"
 
 namespace pagoda {
 namespace {
@@ -49,25 +50,10 @@ std::vector<uint8_t> raw_weights(DType t, int64_t rows, int64_t n, std::mt19937&
 }
 
 std::vector<uint8_t> activations(int64_t tokens, int64_t n, std::mt19937& rng) {
-  const size_t xb = row_bytes(DType::Q8_0, n);
-  std::vector<uint8_t> x(xb * tokens);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> f(n);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (auto& v : f) v = nd(rng);
-    quantize_activation_row(DType::Q8_0, f.data(), x.data() + t * xb, n);
-  }
-  return x;
+  return testing::q8_activations(dot_kernels(DType::Q8_0, SimdTarget::kScalar), tokens, n, rng);
 }
 
-double tolerance(DType t, const uint8_t* w, const uint8_t* x, int64_t n) {
-  std::vector<float> wd(n), xd(n);
-  dequantize_row(t, w, wd.data(), n);
-  dequantize_row(DType::Q8_0, x, xd.data(), n);
-  double mag = 0;
-  for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wd[i]) * xd[i]);
-  return 1e-5 * mag + 1e-6;
-}
+double tolerance(DType t, const uint8_t* w, const uint8_t* x, int64_t n) { return testing::q8_dot_tolerance(t, w, x, n); }
 
 TEST_P(Sparse24SimdTest, DotMatchesTheReferenceOnRawBlocksAndOddBlockCounts) {
   const auto [t, target] = GetParam();
