@@ -12,15 +12,16 @@ thread_local std::vector<uint8_t> t_expanded;
 template <DType T, SimdTarget S>
 void expanded_tile(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const uint8_t* x, size_t x_stride,
                    int64_t tokens, float* y, size_t y_stride) {
-  constexpr DType kDense = T == DType::Q8_0_S24 ? DType::Q8_0 : DType::Q4_0;
-  static const auto dense_tile = dot_kernels(kDense, S).tile;
-  const size_t dense_row = row_bytes(kDense, n);
+  static const DotKernels sparse = [] {
+    DotKernels k;
+    s24_set_expansion(T, k);
+    return k;
+  }();
+  static const auto dense_tile = dot_kernels(sparse.expanded, S).tile;
+  const size_t dense_row = row_bytes(sparse.expanded, n);
   t_expanded.resize(dense_row * static_cast<size_t>(rows));
   uint8_t* e = t_expanded.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    if constexpr (T == DType::Q8_0_S24) expand_row_q8_0_s24(w + r * w_stride, e + r * dense_row, n);
-    else expand_row_q4_0_s24(w + r * w_stride, e + r * dense_row, n);
-  }
+  for (int64_t r = 0; r < rows; ++r) sparse.expand_row(w + r * w_stride, e + r * dense_row, n);
   dense_tile(n, e, dense_row, rows, x, x_stride, tokens, y, y_stride);
 }
 
