@@ -31,7 +31,8 @@ int cli_main(int argc, char** argv) {
   std::vector<Subcommand> subs = {add_run_command(app), add_inspect_command(app), add_bench_command(app),
                                  add_serve_command(app), add_chat_command(app), add_quantize_command(app),
                                  add_perplexity_command(app), add_distill_dump_command(app), add_pull_command(app),
-                                 add_list_command(app), add_plan_command(app), add_doctor_command(app)};
+                                 add_list_command(app), add_plan_command(app), add_doctor_command(app),
+                                 add_convert_command(app)};
   if (argc > 0) app.name(argv[0]);  // as parse(argc, argv) would, for the usage line
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {
