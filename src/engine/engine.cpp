@@ -93,6 +93,7 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   model.set_context_length(static_cast<int32_t>(e->max_model_len_));
   SchedulerConfig scheduler_config = sc;
   scheduler_config.max_model_len = static_cast<int32_t>(e->max_model_len_);
+  scheduler_config.whole_prompts = !mc.causal;
   e->scheduler_ = std::make_unique<Scheduler>(scheduler_config, *e->pool_, *e->storage_);
   if (config.speculative.enabled() && config.speculative.method == "draft_model") {
     if (draft == nullptr) return error("speculative decoding with a draft model needs the draft model loaded");
@@ -113,7 +114,24 @@ std::optional<RequestRejection> Engine::check_request(std::span<const int32_t> p
   auto reject = [](const char* param, std::string message) {
     return std::optional<RequestRejection>(RequestRejection{param, std::move(message)});
   };
-  const int32_t n_vocab = model_.config().n_vocab;
+  const ModelConfig& mc = model_.config();
+  const int32_t n_vocab = mc.n_vocab;
+  if (!params.embed && !mc.has_lm_head)
+    return reject("model", fmt::format("this model ({}) is an embedding model: it has no output head to generate "
+                                       "text with; ask it for embeddings instead (/v1/embeddings, pagoda embed)",
+                                       mc.arch_name));
+  if (params.embed) {
+    if (prompt.empty()) return reject("input", "an input is empty (no tokens to embed)");
+    for (int32_t t : prompt)
+      if (t < 0 || t >= n_vocab)
+        return reject("input", fmt::format("token id {} is outside the vocabulary (0..{})", t, n_vocab - 1));
+    // Nothing is generated, so the whole context is the input's.
+    if (static_cast<int64_t>(prompt.size()) > max_model_len_)
+      return reject("input", fmt::format("this model's maximum context length is {} tokens, but an input has {}",
+                                         max_model_len_, prompt.size()));
+    if (params.n != 1) return reject("n", "an embedding request has one result per input (n must be 1)");
+    return std::nullopt;
+  }
   if (prompt.empty()) return reject("prompt", "the prompt is empty (no tokens to start from)");
   for (int32_t t : prompt)
     if (t < 0 || t >= n_vocab)
@@ -154,6 +172,7 @@ Result<RequestId> Engine::add_request(std::vector<int32_t> prompt, const Request
   s->output = std::make_unique<OutputProcessor>(tokenizer_, r.params);
   if (params.constraint) s->constraint = std::make_unique<ConstraintMatcher>(params.constraint);
   s->arrival_time = clock_.seconds();
+  if (params.embed) s->pool = params.pooling != Pooling::kNone ? params.pooling : default_pooling();
   scheduler_->add(s.get());
   r.seqs.push_back(std::move(s));
   r.live = 1;
@@ -324,7 +343,8 @@ void Engine::propose_drafts() {
   for (Sequence* s : scheduler_->running()) {
     // Decode only: a sample's last token is its only uncomputed one.
     const RequestParams& p = *s->params;
-    if (s->status != SeqStatus::kRunning || s->padding || s->constraint || s->num_computed != s->len() - 1 ||
+    if (s->status != SeqStatus::kRunning || s->padding || s->constraint || s->pool != Pooling::kNone ||
+        s->num_computed != s->len() - 1 ||
         (p.n > 1 && !s->forked) || at_length(*s))
       continue;
     if (s->draft.skip > 0) {
@@ -455,11 +475,14 @@ Result<std::vector<StepOutput>> Engine::step() {
   size_t rows = 0;
   for (const ScheduledSeq& w : work) {
     Sequence* s = w.seq;
-    const bool last = s->num_computed + w.n_tokens == s->len();
+    const bool embed = s->pool != Pooling::kNone;
+    const bool last = s->num_computed + w.n_tokens == s->len() && !embed;
     // A drafted sequence gets a row for its last token and for each draft.
     const int32_t logit_rows = speculation_of(s) != nullptr ? w.n_tokens : 1;
     batch_.add(std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.n_tokens), s->num_computed, s->tables,
                last, logit_rows);
+    batch_.seqs.back().pool = s->pool;
+    if (embed) counters_.embed_tokens += w.n_tokens;
     first_rows_.push_back(last ? rows : SIZE_MAX);
     if (last) rows += static_cast<size_t>(logit_rows);
     // Tokens before the prompt's end are prefill; a decode step computes the last sample.
@@ -467,9 +490,27 @@ Result<std::vector<StepOutput>> Engine::step() {
   }
   const int64_t V = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.n_logits()) * V);
+  const int64_t E = model_.config().n_embd;
+  pooled_.resize(static_cast<size_t>(batch_.n_pooled() * E));
   const int64_t prompt_before = counters_.prompt_tokens_computed;
   const auto t0 = std::chrono::steady_clock::now();
-  PAGODA_TRY(model_.forward(batch_, *storage_, logits_.data()));
+  PAGODA_TRY(model_.forward(batch_, *storage_, logits_.data(), pooled_.data()));
+  // Each embedding sequence's rows: a mean sums over its chunks; a CLS or last row is
+  // taken from the one chunk that has it (Model::forward leaves the others zero).
+  {
+    size_t slot = 0;
+    for (const ScheduledSeq& w : work) {
+      Sequence* s = w.seq;
+      if (s->pool == Pooling::kNone) continue;
+      const float* row = pooled_.data() + static_cast<int64_t>(slot++) * E;
+      // A first chunk starts the sum afresh (also after a preemption dropped the computed tokens).
+      if (s->embedding.empty() || s->num_computed == 0) s->embedding.assign(static_cast<size_t>(E), 0.0f);
+      const bool has_row = s->pool == Pooling::kMean || (s->pool == Pooling::kCls && s->num_computed == 0) ||
+                           (s->pool == Pooling::kLast && s->num_computed + w.n_tokens == s->len());
+      if (!has_row) continue;
+      for (int64_t i = 0; i < E; ++i) s->embedding[i] = s->pool == Pooling::kMean ? s->embedding[i] + row[i] : row[i];
+    }
+  }
   if (drafter_ && counters_.prompt_tokens_computed == prompt_before) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     target_step_s_ = target_step_s_ > 0 ? target_step_s_ + (s - target_step_s_) / 8 : s;
@@ -499,6 +540,14 @@ Result<std::vector<StepOutput>> Engine::step() {
   draws_.clear();
   for (size_t i = 0; i < work.size(); ++i) {
     Sequence* s = work[i].seq;
+    if (s->pool != Pooling::kNone) {
+      if (s->num_computed == s->len()) {
+        outputs.push_back(finish_embedding(*s));
+        RequestRecord& r = requests_.at(s->request);
+        if (--r.live == 0) done.push_back(s->request);
+      }
+      continue;
+    }
     if (speculation_of(s) != nullptr) continue;  // verified above
     if (s->num_computed != s->len()) continue;   // a prefill chunk with more to come
     const size_t row = first_rows_[i];
@@ -549,6 +598,29 @@ Result<std::vector<StepOutput>> Engine::step() {
     release_rows();
   }
   return outputs;
+}
+
+Pooling Engine::default_pooling() const {
+  const ModelConfig& mc = model_.config();
+  if (mc.pooling != Pooling::kNone) return mc.pooling;
+  return mc.causal ? Pooling::kLast : Pooling::kMean;
+}
+
+StepOutput Engine::finish_embedding(Sequence& s) {
+  StepOutput out;
+  out.request = s.request;
+  out.index = s.index;
+  out.finish = FinishReason::kStop;
+  out.embedding = std::move(s.embedding);
+  if (s.pool == Pooling::kMean)
+    for (float& v : out.embedding) v /= static_cast<float>(s.prompt_len);
+  const double now = clock_.seconds();
+  out.arrival_time = s.arrival_time;
+  out.first_token_time = out.finish_time = out.token_time = now;
+  out.prompt_tokens = s.prompt_len;
+  scheduler_->finish(&s);
+  ++counters_.embed_requests;
+  return out;
 }
 
 EngineStats Engine::stats() const {

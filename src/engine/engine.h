@@ -71,6 +71,9 @@ struct EngineStats {
   int64_t spec_drafted_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   double spec_draft_seconds = 0;       // time spent proposing drafts (a draft model's forwards included)
+  // Embedding requests finished, and their prompt tokens.
+  int64_t embed_requests = 0;
+  int64_t embed_tokens = 0;
   int64_t spec_draft_forwards = 0;     // a draft model's forward passes
   double kv_usage() const { return num_blocks > 0 ? static_cast<double>(used_blocks) / num_blocks : 0.0; }
 };
@@ -130,6 +133,10 @@ class Engine {
   // The engine's own buffers at their largest: a logits row for each sequence of a step.
   static size_t scratch_bytes(const ModelConfig& mc, const EngineConfig& config);
   Model& model() { return model_; }
+  // How an embedding request with Pooling::kNone pools: as the model file says, else the
+  // last token (a decoder, whose last token has seen the whole input) or the mean (an
+  // encoder).
+  Pooling default_pooling() const;
 
  private:
   struct RequestRecord {
@@ -150,6 +157,8 @@ class Engine {
   void draw_samples();
   // Appends d's token to its sequence and fills `out` (logprobs from the raw row).
   void record_sample(const Draw& d, StepOutput& out);
+  // An embedding sequence whose prompt has all run: its output, and it leaves.
+  StepOutput finish_embedding(Sequence& s);
   // Appends `tok` to s and fills the rest of `out` (text, finish, times).
   void append_token(Sequence& s, int32_t tok, StepOutput& out);
   // The tokens s's grammar forces after its last one, each as an output in `extra`;
@@ -197,6 +206,7 @@ class Engine {
   int64_t next_seq_ = 1;
   Batch batch_;
   std::vector<float> logits_;
+  std::vector<float> pooled_;  // a step's pooled rows (Model::forward), one per embedding sequence
   std::vector<Draw> draws_;
   std::vector<std::vector<float>> draw_rows_;  // per pool thread: a row to sample from
   // Per pool thread: the samplers' working space. Kept here rather than in each Sampler,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "constrain/constraint.h"
+#include "model/config.h"
 #include "sampling/params.h"
 
 namespace pagoda {
@@ -34,6 +35,12 @@ struct RequestParams {
   // Constrained decoding (constrain/constraint.h): each sample's text stays inside this
   // grammar; the sample ends when the grammar is complete and takes a stop token.
   std::shared_ptr<const Constraint> constraint;
+  // An embedding request: the prompt is computed and its final hidden states pooled into
+  // one vector (StepOutput::embedding, not normalized; engine/embedding.h), with no
+  // token generated; n must be 1 and the sampling fields are unused. kNone: the model's
+  // own pooling (Engine::default_pooling).
+  bool embed = false;
+  Pooling pooling = Pooling::kNone;
 };
 
 // Why the engine refuses a request: the field at fault, by its OpenAI name ("prompt",
@@ -60,6 +67,9 @@ struct StepOutput {
   std::string text;
   FinishReason finish = FinishReason::kNone;
   std::string stop_string;      // the stop string that ended the sample, if one did
+  // An embedding request's result (n_embd floats, pooled, not normalized), on its one
+  // output, which has no token and finishes with kStop.
+  std::vector<float> embedding;
   // Set on the first token of a sequence and at its end (seconds since engine start).
   double arrival_time = 0, first_token_time = 0, finish_time = 0;
   double token_time = 0;             // when this token was sampled

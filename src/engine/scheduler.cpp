@@ -133,7 +133,9 @@ bool Scheduler::reserve(Sequence* s, int32_t upto, int32_t keep_free) {
 }
 
 int32_t Scheduler::claim_cached_prefix(Sequence* s) {
-  if (!config_.prefix_caching) return 0;
+  // An embedding pools the hidden states of every prompt token, which a cached prefix
+  // would skip.
+  if (!config_.prefix_caching || config_.whole_prompts || s->pool != Pooling::kNone) return 0;
   const int32_t bs = pool_.block_size();
   // The last token always runs: its logits are what the step is for.
   const int32_t max_blocks = (s->len() - 1) / bs;
@@ -189,7 +191,7 @@ void Scheduler::count_prefix_lookup(const Sequence* s, int32_t cached) {
 }
 
 void Scheduler::hash_full_blocks(Sequence* s) {
-  if (!config_.prefix_caching) return;
+  if (!config_.prefix_caching || config_.whole_prompts) return;
   const int32_t bs = pool_.block_size();
   const int32_t full = s->num_computed / bs;
   for (int32_t i = s->num_hashed_blocks; i < full; ++i) {
@@ -256,7 +258,11 @@ void Scheduler::schedule_continuous() {
     const int32_t cached = claim_cached_prefix(s);
     s->num_computed = cached;
     if (s->output_len() == 0) s->cached_prompt_tokens = cached;
-    const int32_t want = std::min(s->len() - s->num_computed, budget);
+    int32_t want = std::min(s->len() - s->num_computed, budget);
+    if (config_.whole_prompts && want < s->len() - s->num_computed) {
+      if (!work_.empty()) break;  // waits for a step of its own
+      want = s->len() - s->num_computed;
+    }
     // Headroom: admit only if afterwards every running sequence, this one included, could
     // still get its next block. Admitting into the last free blocks makes the next steps'
     // growth preempt someone and recompute it (Gemma 3 270M, 128 requests in 180 MiB of KV:
@@ -271,7 +277,7 @@ void Scheduler::schedule_continuous() {
     s->status = SeqStatus::kRunning;
     running_.push_back(s);
     work_.push_back({s, want});
-    budget -= want;
+    budget -= std::min(budget, want);
   }
 }
 

@@ -51,6 +51,10 @@ struct SchedulerConfig {
   SchedulePolicy policy = SchedulePolicy::kFcfs;
   ScheduleMode mode = ScheduleMode::kContinuous;
   bool prefix_caching = true;
+  // An encoder's prompts (bidirectional attention): each is computed whole in one step,
+  // never chunked (one longer than the step's budget runs alone, past it), and its blocks
+  // are never cached (a key depends on the tokens after it).
+  bool whole_prompts = false;
   int32_t max_model_len = 0;  // static mode's reservation cap; 0: no cap
 };
 

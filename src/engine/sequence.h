@@ -41,6 +41,10 @@ struct Sequence {
   bool padding = false;         // static mode: finished, but still computed with its batch
   int32_t cached_prompt_tokens = 0;
   DraftState draft;             // speculative decoding's adaptive draft length
+  // An embedding request's sequence: how it pools, and the pooled state so far (a mean's
+  // running sum over the chunks computed, a CLS or last row once reached).
+  Pooling pool = Pooling::kNone;
+  std::vector<float> embedding;
   double arrival_time = 0, first_token_time = 0;
 
   int32_t output_len() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }

@@ -23,12 +23,13 @@ extern const ArchSpec kArchOlmo2;
 extern const ArchSpec kArchQwen2Moe;
 extern const ArchSpec kArchQwen3Moe;
 extern const ArchSpec kArchOlmoe;
+extern const ArchSpec kArchBert;
 
 namespace {
-const std::array<const ArchSpec*, 13> kArchs = {&kArchLlama,     &kArchQwen2,    &kArchGemma3,   &kArchQwen3,
+const std::array<const ArchSpec*, 14> kArchs = {&kArchLlama,     &kArchQwen2,    &kArchGemma3,   &kArchQwen3,
                                                  &kArchGranite,   &kArchSmollm3,  &kArchGemma2,   &kArchPhi3,
                                                  &kArchStarcoder2, &kArchOlmo2,   &kArchQwen2Moe, &kArchQwen3Moe,
-                                                 &kArchOlmoe};
+                                                 &kArchOlmoe,     &kArchBert};
 }  // namespace
 
 std::span<const ArchSpec* const> all_archs() { return kArchs; }

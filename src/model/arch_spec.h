@@ -52,6 +52,14 @@ struct LayerTensorSet {
   // LongRoPE's frequency divisors, the long ones for a context beyond
   // rope.scaling.original_context_length (Phi-3). Optional; both or neither.
   bool longrope = false;
+  // BERT's post-LN encoder layers: no pre-norms; blk.N.attn_output_norm after the
+  // attention's residual add and blk.N.layer_output_norm after the FFN's (LayerNorms with
+  // weight and bias) normalize the residual stream itself.
+  bool residual_norms = false;
+  // BERT's embedding: the token's row plus position_embd.weight's row for its position
+  // (learned positions, one row per position up to the context; no RoPE) plus row 0 of
+  // token_types.weight (every token is "sentence A"), through token_embd_norm (LayerNorm).
+  bool learned_positions = false;
 };
 
 // Mixture-of-experts layers as llama.cpp's graphs run them: a router (blk.N.ffn_gate_inp,
@@ -103,6 +111,9 @@ struct ArchSpec {
   // AWQ's groups of a layer; awq_groups() adds the attention output's when every query
   // head has its own KV head.
   const std::vector<AwqGroupSpec>& (*awq_groups)() = dense_awq_groups;
+  // An encoder with no output head (no output.weight, no output_norm): it embeds, it does
+  // not generate.
+  bool lm_head = true;
   // The random-model writer: whether output.weight is tied to token_embd, and the
   // architecture's own metadata keys beyond the common ones (nullptr: none).
   bool tied_output = false;

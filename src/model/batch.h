@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "model/config.h"
 
 namespace pagoda {
 
@@ -23,6 +24,9 @@ struct BatchSeq {
   // With logits: rows for this many of its last tokens, in position order (1: the last
   // token only; speculative decoding verifies its drafted tokens with one row each).
   int32_t logit_rows = 1;
+  // An embedding: Model::forward writes this sequence's pooled hidden state (its tokens in
+  // this batch: their sum for kMean, position 0's row for kCls, the last one's for kLast).
+  Pooling pool = Pooling::kNone;
 };
 
 struct Batch {
@@ -37,6 +41,11 @@ struct Batch {
            int32_t logit_rows = 1) {
     tokens.insert(tokens.end(), toks.begin(), toks.end());
     seqs.push_back(BatchSeq{static_cast<int32_t>(toks.size()), pos0, tables, logits, logit_rows});
+  }
+  int32_t n_pooled() const {
+    int32_t n = 0;
+    for (const BatchSeq& s : seqs) n += s.pool != Pooling::kNone ? 1 : 0;
+    return n;
   }
   int32_t n_logits() const {
     int32_t n = 0;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -23,6 +24,13 @@ enum class FfnActivation { kSilu, kGeluTanh };
 // The norms of a decoder: RMSNorm (x / rms(x) * w), or LayerNorm ((x - mean) / sd * w + b,
 // StarCoder2).
 enum class NormKind { kRms, kLayer };
+// How a sequence's hidden states become one embedding, numbered as llama.cpp's
+// {arch}.pooling_type: the mean over its tokens, the first token's ([CLS]), or the last.
+enum class Pooling : int8_t { kNone = 0, kMean = 1, kCls = 2, kLast = 3 };
+// "none", "mean", "cls", "last".
+const char* pooling_name(Pooling p);
+// The inverse of pooling_name; an unknown name is an error listing the four.
+Result<Pooling> pooling_from_name(std::string_view name);
 
 struct ModelConfig {
   const ArchSpec* arch = nullptr;  // the registered architecture (never null once read)
@@ -57,6 +65,13 @@ struct ModelConfig {
   int32_t n_ff_exp = 0;
   int32_t n_ff_shexp = 0;            // the shared expert's width (0: none)
   bool expert_norm_weights = false;  // the selected probabilities are divided by their sum
+  // Whether a token attends only to earlier positions ({arch}.attention.causal, true when
+  // absent); false: an encoder (BERT), whose every token sees the whole sequence, which
+  // must then run in one forward call from position 0.
+  bool causal = true;
+  // Whether the model has an output head (logits); an encoder-only embedding model does not.
+  bool has_lm_head = true;
+  Pooling pooling = Pooling::kNone;  // {arch}.pooling_type: how the file says to pool (kNone: not said)
 
   bool is_moe() const { return n_expert > 0; }
 

@@ -67,9 +67,10 @@ void Model::ensure_scratch(int64_t n) {
   scratch_tokens_ = n;
 }
 
-Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
+Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* pooled) {
   const ModelConfig& c = config_;
   if (batch.seqs.empty()) return error("forward: empty batch");
+  if (batch.n_pooled() > 0 && pooled == nullptr) return error("forward: pooled rows asked for but no buffer given");
   if (kv.shape().n_kv_heads != c.n_head_kv || kv.shape().head_dim != c.head_dim || kv.shape().n_layer != c.n_layer)
     return error("KV storage ({} layers, {} heads of {}) does not match the model ({} layers, {} heads of {})",
                  kv.shape().n_layer, kv.shape().n_kv_heads, kv.shape().head_dim, c.n_layer, c.n_head_kv, c.head_dim);
@@ -93,6 +94,14 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
     if (s.n_tokens <= 0 || s.pos0 < 0) return error("forward: a sequence has {} tokens at position {}", s.n_tokens, s.pos0);
     if (s.logits && (s.logit_rows < 1 || s.logit_rows > s.n_tokens))
       return error("forward: a sequence of {} tokens asks for {} rows of logits", s.n_tokens, s.logit_rows);
+    if (s.logits && !c.has_lm_head)
+      return error("this {} model has no output head: it gives embeddings, not logits", c.arch_name);
+    // An encoder's tokens each see the whole sequence, which must therefore be here whole.
+    if (!c.causal && s.pos0 != 0)
+      return error("forward: an encoder's sequence runs whole from position 0 (this one starts at {})", s.pos0);
+    if (!weights_.pos_embd.empty() && static_cast<int64_t>(s.pos0) + s.n_tokens > weights_.pos_embd.rows)
+      return error("{} tokens at position {} go past this model's {} learned positions", s.n_tokens, s.pos0,
+                   weights_.pos_embd.rows);
     if (static_cast<int32_t>(s.tables.size()) != layout.n_groups())
       return error("forward: a sequence has {} block tables for {} KV layer groups", s.tables.size(), layout.n_groups());
     const int64_t end = static_cast<int64_t>(s.pos0) + s.n_tokens;
@@ -110,38 +119,48 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits) {
   }
   if (total != static_cast<int64_t>(batch.tokens.size()))
     return error("forward: the sequences hold {} tokens but the batch has {}", total, batch.tokens.size());
-  run_timed(batch.tokens.data(), batch.seqs, kv, logits, false);
+  run_timed(batch.tokens.data(), batch.seqs, kv, logits, false, pooled);
   return Status::ok();
 }
 
 // One step: the expert statistics count it (and its time) when the model has experts.
 void Model::run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
-                      bool all_logits) {
+                      bool all_logits, float* pooled) {
   if (!config_.is_moe() || !moe_stats_on_) {
-    run_batch(tokens, seqs, kv, logits, all_logits);
+    run_batch(tokens, seqs, kv, logits, all_logits, pooled);
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();
   moe_stats_.begin_step();
-  run_batch(tokens, seqs, kv, logits, all_logits);
+  run_batch(tokens, seqs, kv, logits, all_logits, pooled);
   moe_stats_.add_forward_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 void Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
-                      bool all_logits) {
+                      bool all_logits, float* pooled) {
   // Pieces of at most kMaxChunk tokens, cutting a sequence where a piece fills up; only
-  // the piece holding a sequence's last token produces its logits.
+  // the piece holding a sequence's last token produces its logits. An encoder's sequence
+  // is never cut (its tokens see one another): it starts a piece of its own when it does
+  // not fit the rest of one, and a longer one is a piece by itself.
   const int64_t V = config_.n_vocab;
+  const int64_t E = config_.n_embd;
+  int32_t n_slots = 0;
+  for (const BatchSeq& s : seqs) n_slots += s.pool != Pooling::kNone ? 1 : 0;
+  if (pooled != nullptr) std::fill(pooled, pooled + n_slots * E, 0.0f);
+  int32_t slot = 0;  // seqs[si]'s row of pooled
   size_t si = 0;
   int32_t done = 0;  // tokens of seqs[si] already in earlier pieces
   while (si < seqs.size()) {
     pieces_.clear();
+    piece_slots_.clear();
     int64_t n = 0;
     int64_t rows = 0;
     const int32_t* piece_tokens = tokens;
     while (si < seqs.size() && n < kMaxChunk) {
       const BatchSeq& s = seqs[si];
-      const int32_t take = static_cast<int32_t>(std::min<int64_t>(s.n_tokens - done, kMaxChunk - n));
+      if (!config_.causal && n > 0 && s.n_tokens > kMaxChunk - n) break;
+      const int32_t take = config_.causal ? static_cast<int32_t>(std::min<int64_t>(s.n_tokens - done, kMaxChunk - n))
+                                          : s.n_tokens;
       BatchSeq p = s;
       p.pos0 = s.pos0 + done;
       p.n_tokens = take;
@@ -150,16 +169,22 @@ void Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvS
       const int32_t first_row = s.n_tokens - s.logit_rows;
       p.logit_rows = s.logits ? std::max(0, done + take - std::max(done, first_row)) : 0;
       p.logits = p.logit_rows > 0;
+      // Each piece pools its own tokens: all of them (a mean sums over the pieces), the
+      // first position's, or the sequence's last token's.
+      if ((p.pool == Pooling::kCls && p.pos0 != 0) || (p.pool == Pooling::kLast && done + take != s.n_tokens))
+        p.pool = Pooling::kNone;
       pieces_.push_back(p);
+      piece_slots_.push_back(s.pool != Pooling::kNone ? slot : -1);
       rows += all_logits ? take : p.logit_rows;
       n += take;
       done += take;
       if (done == s.n_tokens) {
+        if (s.pool != Pooling::kNone) ++slot;
         ++si;
         done = 0;
       }
     }
-    forward_chunk(piece_tokens, pieces_, kv, logits, all_logits);
+    forward_chunk(piece_tokens, pieces_, kv, logits, all_logits, pooled);
     tokens += n;
     if (logits != nullptr) logits += rows * V;
   }
@@ -179,12 +204,16 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
   s.pos0 = pos0;
   s.tables = kv.tables();
   s.logits = logits != nullptr;
+  if (s.logits && !c.has_lm_head)
+    return error("this {} model has no output head: it gives embeddings, not logits", c.arch_name);
+  if (!c.causal && pos0 != 0)
+    return error("forward: an encoder's sequence runs whole from position 0 (this one starts at {})", pos0);
   run_timed(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
   return Status::ok();
 }
 
 void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
-                          bool all_logits) {
+                          bool all_logits, float* pooled) {
   const int64_t n = plan_chunk(seqs, kv);
   embed(tokens, n);
   for (int32_t l = 0; l < config_.n_layer; ++l) {
@@ -193,6 +222,38 @@ void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs,
     else ffn_block(l, n);
   }
   if (logits != nullptr) output_logits(seqs, logits, all_logits);
+  if (pooled != nullptr) pool_hidden(seqs, pooled);
+}
+
+void Model::pool_hidden(std::span<const BatchSeq> seqs, float* pooled) {
+  const ModelConfig& c = config_;
+  const int64_t E = c.n_embd;
+  pool_row_.resize(static_cast<size_t>(E));
+  // The hidden state an embedding is made of: after the output norm, as llama.cpp's
+  // embeddings are; an encoder's last layer ends in a norm of its own.
+  auto hidden = [&](int64_t t, float* out) {
+    if (weights_.output_norm != nullptr)
+      norm_row(c, &x_[t * E], weights_.output_norm, weights_.output_norm_b, E, out);
+    else
+      std::copy_n(&x_[t * E], E, out);
+  };
+  int64_t t0 = 0;
+  for (size_t i = 0; i < seqs.size(); t0 += seqs[i].n_tokens, ++i) {
+    const BatchSeq& s = seqs[i];
+    if (s.pool == Pooling::kNone) continue;
+    float* out = pooled + static_cast<int64_t>(piece_slots_[i]) * E;
+    switch (s.pool) {
+      case Pooling::kMean:
+        for (int32_t j = 0; j < s.n_tokens; ++j) {
+          hidden(t0 + j, pool_row_.data());
+          add_inplace(out, pool_row_.data(), E);
+        }
+        break;
+      case Pooling::kCls: hidden(t0, out); break;
+      case Pooling::kLast: hidden(t0 + s.n_tokens - 1, out); break;
+      case Pooling::kNone: break;
+    }
+  }
 }
 
 int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
@@ -209,17 +270,22 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
   // sequence's tokens, so only this keeps speculation's greedy tokens those of plain
   // decoding (tests/engine: the packed-panel workload). The tokens before the rows (a
   // prefill chunk) attend as one block, as any prefill does.
+  // An encoder's tokens see the whole sequence: each attends as a lone query placed at
+  // the sequence's last position, which the causal kernel lets see every key.
+  const bool causal = config_.causal;
   n_attn_seqs_ = 0;
-  for (const BatchSeq& s : seqs) n_attn_seqs_ += lone_rows(s) + (s.n_tokens > lone_rows(s) ? 1 : 0);
+  for (const BatchSeq& s : seqs)
+    n_attn_seqs_ += causal ? lone_rows(s) + (s.n_tokens > lone_rows(s) ? 1 : 0) : s.n_tokens;
   attn_seqs_.resize(n_attn_seqs_ * static_cast<size_t>(layout.n_groups()));
   int64_t t = 0;
   size_t a = 0;
   for (const BatchSeq& s : seqs) {
-    const int32_t lone = lone_rows(s), head = s.n_tokens - lone;
+    const int32_t lone = causal ? lone_rows(s) : s.n_tokens, head = s.n_tokens - lone;
     for (int32_t g = 0; g < layout.n_groups(); ++g) {
       AttnSeq* out = &attn_seqs_[g * n_attn_seqs_ + a];
       if (head > 0) *out++ = AttnSeq{t, head, s.pos0, s.tables[g].data()};
-      for (int32_t j = head; j < s.n_tokens; ++j) *out++ = AttnSeq{t + j, 1, s.pos0 + j, s.tables[g].data()};
+      for (int32_t j = head; j < s.n_tokens; ++j)
+        *out++ = AttnSeq{t + j, 1, causal ? s.pos0 + j : s.pos0 + s.n_tokens - 1, s.tables[g].data()};
     }
     a += lone + (head > 0 ? 1 : 0);
     for (int32_t j = 0; j < s.n_tokens; ++j, ++t) {
@@ -236,10 +302,19 @@ void Model::embed(const int32_t* tokens, int64_t n) {
   const ModelConfig& c = config_;
   const int64_t E = c.n_embd;
   const LayerWeights& L0 = weights_.layers[0];
+  const ModelWeights& w = weights_;
   for_each_token(*pool_, n, E, [&](int64_t t) {
-    dequantize_weight_row(weights_.tok_embd, tokens[t], &x_[t * E]);
+    dequantize_weight_row(w.tok_embd, tokens[t], &x_[t * E]);
     if (release_embedding_rows_) release_embedding_row(tokens[t]);
     if (c.embed_scale != 1.0f) scale_inplace(&x_[t * E], c.embed_scale, E);
+    if (!w.pos_embd.empty()) {
+      // Learned positions (BERT): + position row + token type 0, LayerNormed; xn_'s row
+      // is free until the first norm below.
+      dequantize_weight_row(w.pos_embd, pos_[t], &xn_[t * E]);
+      add_inplace(&x_[t * E], &xn_[t * E], E);
+      add_inplace(&x_[t * E], w.type_embd, E);
+      layer_norm(&x_[t * E], w.embd_norm, w.embd_norm_b, E, c.norm_eps, &x_[t * E]);
+    }
     if (L0.attn_norm != nullptr) norm_row(c, &x_[t * E], L0.attn_norm, L0.attn_norm_b, E, &xn_[t * E]);
   });
 }
@@ -313,7 +388,7 @@ void Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
                   att_.data(), pool);
   if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd, -1);
   matmul(L.wo, att_.data(), n, proj_.data(), pool);
-  residual_add(L.bo, L.post_attn_norm, L.ffn_norm, L.ffn_norm_b, n);
+  residual_add(L.bo, L.post_attn_norm, L.attn_out_norm, L.attn_out_norm_b, L.ffn_norm, L.ffn_norm_b, n);
 }
 
 // The dense FFN of layer l on xn_ (on x_ without a pre-norm): gated (SwiGLU or GeGLU,
@@ -351,15 +426,15 @@ void Model::ffn_block(int32_t l, int64_t n) {
   if (observer_) observer_(l, LinearInput::kFfnDown, h, n, F, -1);
   matmul(L.down, h, n, proj_.data(), pool);
   const LayerWeights* next = l + 1 < c.n_layer ? &weights_.layers[l + 1] : nullptr;
-  residual_add(L.b_down, L.post_ffw_norm, next != nullptr ? next->attn_norm : nullptr,
-               next != nullptr ? next->attn_norm_b : nullptr, n);
+  residual_add(L.b_down, L.post_ffw_norm, L.layer_out_norm, L.layer_out_norm_b,
+               next != nullptr ? next->attn_norm : nullptr, next != nullptr ? next->attn_norm_b : nullptr, n);
 }
 
-// x_ += post_norm(proj_ + bias) * residual_scale (each when the architecture has it), then
-// xn_ = the next sub-block's norm of x_ while the row is in cache (none after the last
-// layer, nor before a sub-block without a pre-norm).
-void Model::residual_add(const float* bias, const float* post_norm, const float* next_norm, const float* next_norm_b,
-                         int64_t n) {
+// x_ += post_norm(proj_ + bias) * residual_scale (each when the architecture has it), x_ =
+// res_norm(x_) (BERT's post-LN), then xn_ = the next sub-block's norm of x_ while the row
+// is in cache (none after the last layer, nor before a sub-block without a pre-norm).
+void Model::residual_add(const float* bias, const float* post_norm, const float* res_norm, const float* res_norm_b,
+                         const float* next_norm, const float* next_norm_b, int64_t n) {
   const ModelConfig& c = config_;
   const int64_t E = c.n_embd;
   for_each_token(*pool_, n, E, [&](int64_t t) {
@@ -368,6 +443,7 @@ void Model::residual_add(const float* bias, const float* post_norm, const float*
     if (post_norm != nullptr) rms_norm(p, post_norm, E, c.norm_eps, p);
     if (c.residual_scale != 1.0f) scale_inplace(p, c.residual_scale, E);
     add_inplace(&x_[t * E], p, E);
+    if (res_norm != nullptr) layer_norm(&x_[t * E], res_norm, res_norm_b, E, c.norm_eps, &x_[t * E]);
     if (next_norm != nullptr) norm_row(c, &x_[t * E], next_norm, next_norm_b, E, &xn_[t * E]);
   });
 }

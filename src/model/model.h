@@ -71,10 +71,15 @@ class Model {
   void reset_moe_stats() { moe_stats_.reset(config_.n_layer, config_.n_expert, config_.n_expert_used); }
 
   // One step. logits: n_vocab floats for each of the last logit_rows tokens of every
-  // sequence whose BatchSeq::logits is set, in batch order (Batch::n_logits() rows). Fails, changing nothing, on token ids outside
-  // the vocabulary, block tables that do not cover a sequence's positions, or block ids
-  // outside the storage.
-  Status forward(const Batch& batch, KvStorage& kv, float* logits);
+  // sequence whose BatchSeq::logits is set, in batch order (Batch::n_logits() rows).
+  // pooled: n_embd floats for every sequence with a BatchSeq::pool, in batch order
+  // (Batch::n_pooled() rows): the final hidden states (after the output norm, when the
+  // model has one) pooled over the sequence's tokens in this batch. An encoder
+  // (config().causal false) takes each sequence whole from position 0. Fails, changing
+  // nothing, on token ids outside the vocabulary, block tables that do not cover a
+  // sequence's positions, block ids outside the storage, logits from a model without an
+  // output head, or an encoder's sequence that is not whole.
+  Status forward(const Batch& batch, KvStorage& kv, float* logits, float* pooled = nullptr);
 
   // logits: n_vocab floats for the last token, or n_tokens * n_vocab with all_logits.
   // Fails (changing nothing) on token ids outside the vocabulary or when the tokens do
@@ -87,10 +92,15 @@ class Model {
   // A piece of a batch small enough for the scratch buffers, `seqs` consecutive in
   // `tokens`. Writes logits rows from `logits` on: one per sequence asking for them, or
   // with all_logits one per token.
-  void run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits);
-  void run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits);
+  void run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits,
+                 float* pooled = nullptr);
+  void run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits,
+                 float* pooled = nullptr);
   void forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
-                     bool all_logits);
+                     bool all_logits, float* pooled);
+  // The pooled hidden states of the piece's sequences with a pool, into their rows of
+  // pooled (piece_slots_ says which).
+  void pool_hidden(std::span<const BatchSeq> seqs, float* pooled);
   // The blocks of forward_chunk (decoder.cpp), in order. plan_chunk returns the tokens.
   int64_t plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv);
   void embed(const int32_t* tokens, int64_t n);
@@ -99,8 +109,8 @@ class Model {
   static int32_t lone_rows(const BatchSeq& s) { return s.logits && s.logit_rows > 1 ? s.logit_rows : 0; }
   void ffn_block(int32_t layer, int64_t n);
   void moe_block(int32_t layer, int64_t n);  // moe_block.cpp
-  void residual_add(const float* bias, const float* post_norm, const float* next_norm, const float* next_norm_b,
-                    int64_t n);
+  void residual_add(const float* bias, const float* post_norm, const float* res_norm, const float* res_norm_b,
+                    const float* next_norm, const float* next_norm_b, int64_t n);
   void output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);
   void ensure_scratch(int64_t n);
   void release_embedding_row(int32_t token) const;
@@ -131,6 +141,8 @@ class Model {
   std::vector<AttnSeq> attn_seqs_;  // per layer group, n_attn_seqs_ each
   size_t n_attn_seqs_ = 0;
   std::vector<BatchSeq> pieces_;
+  std::vector<int32_t> piece_slots_;  // per piece: its sequence's row of pooled (-1: none)
+  std::vector<float> pool_row_;
   ActivationObserver observer_;
   RoutingObserver routing_observer_;
   // PAGODA_MOE_STATS=0 turns the expert statistics off, only to measure what they cost.

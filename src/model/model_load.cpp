@@ -52,10 +52,26 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
     dst = *r;                    \
   }
   PAGODA_BIND(w.tok_embd, b.matrix("token_embd.weight", c.n_vocab, c.n_embd, true));
-  PAGODA_BIND(w.output_norm, b.vector("output_norm.weight", c.n_embd, true));
-  if (set.norm_bias) PAGODA_BIND(w.output_norm_b, b.vector("output_norm.bias", c.n_embd, true));
-  PAGODA_BIND(w.output, b.matrix("output.weight", c.n_vocab, c.n_embd, false));
-  if (w.output.empty()) w.output = w.tok_embd;
+  if (c.arch->lm_head) {
+    PAGODA_BIND(w.output_norm, b.vector("output_norm.weight", c.n_embd, true));
+    if (set.norm_bias) PAGODA_BIND(w.output_norm_b, b.vector("output_norm.bias", c.n_embd, true));
+    PAGODA_BIND(w.output, b.matrix("output.weight", c.n_vocab, c.n_embd, false));
+    if (w.output.empty()) w.output = w.tok_embd;
+  }
+  if (set.learned_positions) {
+    PAGODA_BIND(w.pos_embd, b.matrix("position_embd.weight", c.n_ctx_train, c.n_embd, true));
+    const GgufTensor* types = f.find_tensor("token_types.weight");
+    if (types == nullptr || types->shape.size() != 2 || types->shape[1] < 1 || types->shape[1] > 16)
+      return error("{}: missing 2-D tensor token_types.weight (1 to 16 token types of {} values)", f.path(), c.n_embd);
+    WeightView type_rows;
+    PAGODA_BIND(type_rows, b.matrix("token_types.weight", types->shape[1], c.n_embd, true));
+    auto row0 = std::make_unique<float[]>(static_cast<size_t>(c.n_embd));
+    dequantize_weight_row(type_rows, 0, row0.get());
+    w.type_embd = row0.get();
+    w.owned.push_back(std::move(row0));
+    PAGODA_BIND(w.embd_norm, b.vector("token_embd_norm.weight", c.n_embd, true));
+    PAGODA_BIND(w.embd_norm_b, b.vector("token_embd_norm.bias", c.n_embd, true));
+  }
   // Llama 3.1 and later divide the RoPE frequencies by these (global layers only).
   PAGODA_BIND(w.rope_freqs, b.vector("rope_freqs.weight", c.rope.rot_dims / 2, false));
   if (set.longrope) {
@@ -113,6 +129,12 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
       PAGODA_BIND(L.post_attn_norm, b.vector(p + "post_attention_norm.weight", c.n_embd, true));
       PAGODA_BIND(L.post_ffw_norm, b.vector(p + "post_ffw_norm.weight", c.n_embd, true));
     }
+    if (set.residual_norms) {
+      PAGODA_BIND(L.attn_out_norm, b.vector(p + "attn_output_norm.weight", c.n_embd, true));
+      PAGODA_BIND(L.attn_out_norm_b, b.vector(p + "attn_output_norm.bias", c.n_embd, true));
+      PAGODA_BIND(L.layer_out_norm, b.vector(p + "layer_output_norm.weight", c.n_embd, true));
+      PAGODA_BIND(L.layer_out_norm_b, b.vector(p + "layer_output_norm.bias", c.n_embd, true));
+    }
     if (c.is_moe()) {
       PAGODA_TRY(bind_experts(b, c, p, L));
       continue;
@@ -155,6 +177,7 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   if (emb->shape[1] <= 0 || emb->shape[1] > (1 << 24))
     return error("{}: token_embd.weight vocabulary size {} is out of range", file.path(), emb->shape[1]);
   c.n_vocab = static_cast<int32_t>(emb->shape[1]);
+  c.has_lm_head = c.arch->lm_head;
   PAGODA_TRY(c.arch->configure(file, c));
   if (c.arch->tensors.ungated_ffn && c.act != FfnActivation::kGeluTanh)
     return error("{}: {}'s FFN has no gate, which only a GELU activation supports", file.path(), c.arch_name);
@@ -179,7 +202,10 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   // the resident set; matrices still read from the file fault back in on first use.
   if (repack) file.drop_all_pages();
   const ModelWeights& w = m->weights_;
-  m->release_embedding_rows_ = file.maps(w.tok_embd.data) && (w.output.data != w.tok_embd.data || w.output.packed != nullptr);
+  // An encoder reads its table for every token of every input (an embedding server's
+  // whole work): the rows stay.
+  m->release_embedding_rows_ = m->config_.has_lm_head && file.maps(w.tok_embd.data) &&
+                               (w.output.data != w.tok_embd.data || w.output.packed != nullptr);
   for (const auto& t : file.tensors()) m->weight_bytes_ += t.nbytes;
   return m;
 }

@@ -105,7 +105,7 @@ void Model::moe_block(int32_t l, int64_t n) {
     }
   });
   const LayerWeights* next = l + 1 < c.n_layer ? &weights_.layers[l + 1] : nullptr;
-  residual_add(nullptr, L.post_ffw_norm, next != nullptr ? next->attn_norm : nullptr,
+  residual_add(nullptr, L.post_ffw_norm, nullptr, nullptr, next != nullptr ? next->attn_norm : nullptr,
                next != nullptr ? next->attn_norm_b : nullptr, n);
 }
 

@@ -245,9 +245,17 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
   tensor("token_embd.weight", s.vocab, s.dim, std::sqrt(static_cast<float>(s.dim)), 0,
          embd_mean != 0.0f ? std::function<float(int64_t)>([=](int64_t) { return embd_mean; }) : nullptr, s.type);
   const LayerTensorSet& set = arch->tensors;
-  vec("output_norm.weight", s.dim, 1.0f, 0.1f);
-  if (set.norm_bias) vec("output_norm.bias", s.dim, 0.0f, 0.1f);
-  if (!arch->tied_output) matrix("output.weight", s.vocab, s.dim, 4.0f);
+  if (arch->lm_head) {
+    vec("output_norm.weight", s.dim, 1.0f, 0.1f);
+    if (set.norm_bias) vec("output_norm.bias", s.dim, 0.0f, 0.1f);
+    if (!arch->tied_output) matrix("output.weight", s.vocab, s.dim, 4.0f);
+  }
+  if (set.learned_positions) {
+    matrix("position_embd.weight", s.ctx, s.dim, 1.0f);
+    matrix("token_types.weight", 2, s.dim, 1.0f);
+    vec("token_embd_norm.weight", s.dim, 1.0f, 0.1f);
+    vec("token_embd_norm.bias", s.dim, 0.0f, 0.1f);
+  }
   if (s.rope_freqs) {
     // Llama 3.1's shape of factors: 1 for the fast pairs rising to 8 for the slowest.
     const int64_t half = s.rope_dims / 2;
@@ -300,6 +308,12 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
     if (!set.no_pre_norms) {
       vec(b + "ffn_norm.weight", s.dim, 1.0f, 0.1f);
       if (set.norm_bias) vec(b + "ffn_norm.bias", s.dim, 0.0f, 0.1f);
+    }
+    if (set.residual_norms) {
+      for (const char* norm : {"attn_output_norm", "layer_output_norm"}) {
+        vec(b + norm + ".weight", s.dim, 1.0f, 0.1f);
+        vec(b + norm + ".bias", s.dim, 0.0f, 0.1f);
+      }
     }
     if (s.experts > 0) {
       const int64_t X = s.experts;

@@ -35,6 +35,12 @@ struct LayerWeights {
   const float* b_up = nullptr;
   const float* b_down = nullptr;
   const float* post_ffw_norm = nullptr;
+  // LayerNorms of the residual stream after the attention's and the FFN's add (BERT's
+  // attn_output_norm and layer_output_norm), with their biases.
+  const float* attn_out_norm = nullptr;
+  const float* attn_out_norm_b = nullptr;
+  const float* layer_out_norm = nullptr;
+  const float* layer_out_norm_b = nullptr;
   // A mixture-of-experts FFN (ModelConfig::is_moe) in place of gate/up/down: the router
   // (ffn_gate_inp, n_expert rows), each expert's matrices (views into the 3-D
   // ffn_{gate,up,down}_exps tensors, one per expert) and the shared expert with its
@@ -49,7 +55,13 @@ struct ModelWeights {
   WeightView tok_embd;
   const float* output_norm = nullptr;
   const float* output_norm_b = nullptr;  // LayerNorm's bias (StarCoder2)
-  WeightView output;  // equals tok_embd when the embeddings are tied
+  WeightView output;  // equals tok_embd when the embeddings are tied; empty without an output head
+  // Learned positions (BERT): position_embd's row per position, token_types' row 0
+  // (copied as float), and the LayerNorm of the sum (token_embd_norm).
+  WeightView pos_embd;
+  const float* type_embd = nullptr;
+  const float* embd_norm = nullptr;
+  const float* embd_norm_b = nullptr;
   const float* rope_freqs = nullptr;  // rope_freqs.weight (Llama 3.1+), rot_dims / 2 factors
   // LongRoPE's factors (Phi-3), rot_dims / 2 each, or null: Model::set_context_length
   // picks one of them.

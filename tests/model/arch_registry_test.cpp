@@ -74,6 +74,8 @@ TEST_P(ArchSpecTest, RandomModelLoadsWithExactlyTheSpecsTensors) {
     EXPECT_EQ(L.b_up != nullptr, set.linear_bias);
     EXPECT_EQ(L.b_down != nullptr, set.linear_bias);
     EXPECT_EQ(L.b_gate, nullptr);
+    EXPECT_EQ(L.attn_out_norm != nullptr && L.attn_out_norm_b != nullptr, set.residual_norms);
+    EXPECT_EQ(L.layer_out_norm != nullptr && L.layer_out_norm_b != nullptr, set.residual_norms);
     // An MoE layer (every layer of an architecture that requires experts) has experts in
     // place of the dense FFN, and a shared expert when the spec says so.
     const ModelConfig& c = m.config();
@@ -89,8 +91,14 @@ TEST_P(ArchSpecTest, RandomModelLoadsWithExactlyTheSpecsTensors) {
       EXPECT_EQ(L.gate.empty(), set.ungated_ffn);
     }
   }
-  EXPECT_EQ(m.weights().output_norm_b != nullptr, set.norm_bias);
-  EXPECT_EQ(m.weights().output.data == m.weights().tok_embd.data, spec->tied_output);
+  EXPECT_EQ(m.weights().output_norm_b != nullptr, set.norm_bias && spec->lm_head);
+  EXPECT_EQ(m.weights().output.empty(), !spec->lm_head);
+  EXPECT_EQ(m.config().has_lm_head, spec->lm_head);
+  if (spec->lm_head) {
+    EXPECT_EQ(m.weights().output.data == m.weights().tok_embd.data, spec->tied_output);
+  }
+  EXPECT_EQ(!m.weights().pos_embd.empty() && m.weights().type_embd != nullptr && m.weights().embd_norm_b != nullptr,
+            set.learned_positions);
 
   // AWQ's groups name tensors the file has, and fold into ones it has.
   for (const AwqGroupSpec& g : awq_groups(*spec, m.config().n_head, m.config().n_head_kv)) {
@@ -103,6 +111,13 @@ TEST_P(ArchSpecTest, RandomModelLoadsWithExactlyTheSpecsTensors) {
   KvCache kv = m.make_cache(16);
   std::vector<float> logits(m.config().n_vocab);
   const std::vector<int32_t> prompt = {1, 300, 301, 45};
+  if (!spec->lm_head) {
+    // An encoder runs (its hidden states are what it gives) but has no logits to give.
+    ASSERT_TRUE((*model)->forward(prompt, 0, kv, nullptr).is_ok());
+    EXPECT_FALSE((*model)->forward(prompt, 0, kv, logits.data()).is_ok());
+    std::filesystem::remove(path);
+    return;
+  }
   ASSERT_TRUE((*model)->forward(prompt, 0, kv, logits.data()).is_ok());
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   std::filesystem::remove(path);
