@@ -113,8 +113,9 @@ class MiniLM:
             else:
                 w.add_tensor(name, arr)
         put("token_embd.weight", t["embeddings.word_embeddings.weight"])
-        put("position_embd.weight", t["embeddings.position_embeddings.weight"])
-        put("token_types.weight", t["embeddings.token_type_embeddings.weight"])
+        # llama.cpp's converter keeps these two F32 whatever the type (ggml adds them to F32 rows).
+        put("position_embd.weight", t["embeddings.position_embeddings.weight"], matrix=False)
+        put("token_types.weight", t["embeddings.token_type_embeddings.weight"], matrix=False)
         put("token_embd_norm.weight", t["embeddings.LayerNorm.weight"])
         put("token_embd_norm.bias", t["embeddings.LayerNorm.bias"])
         names = {

@@ -34,6 +34,8 @@ struct ServerContext {
   std::string model_name;
   int32_t max_model_len = 0;
   int32_t max_tokens_limit = 0;  // 0: none beyond the context
+  int32_t embedding_dim = 0;     // the model's hidden width: what /v1/embeddings returns
+  Pooling pooling = Pooling::kNone;  // how /v1/embeddings pools (kNone: the model's own)
   RequestLimits limits;          // per request (openai_request.h); the server-wide ones are the loop's
   // Compiles structured-output requests (response_format, guided_*, grammar) on the
   // handler's thread, so a slow schema never holds up the engine. Null: refused with 400.

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "base/log.h"
+#include "server/embeddings.h"
 #include "server/http_transport.h"
 #include "server/playground.h"
 
@@ -121,6 +122,12 @@ struct HttpServer::Impl {
       if (post && req.path == "/v1/completions") return completions(req, false);
       if (post && req.path == "/v1/chat/completions") return completions(req, true);
       if (post && req.path == "/apply-template") return apply_template(req);
+      if (post && (req.path == "/v1/embeddings" || req.path == "/embeddings")) {
+        if (auto denied = unauthorized(req)) return std::move(*denied);
+        auto body = serve_embeddings(ctx, req.body, &req);
+        if (auto* e = std::get_if<ApiError>(&body)) return error_response(*e);
+        return content(std::move(std::get<std::string>(body)));
+      }
       if (get && req.path == "/v1/models") {
         if (auto denied = unauthorized(req)) return std::move(*denied);
         json m = {{"id", ctx.model_name}, {"object", "model"}, {"created", static_cast<int64_t>(std::time(nullptr))},

@@ -2,7 +2,8 @@
 // the Beast/Asio transport in http_transport.h (asynchronous socket I/O on one thread, the
 // handlers on a bounded worker pool; see there for the connection limits and timeouts).
 // Endpoints: POST /v1/completions and /v1/chat/completions (JSON or server-sent events),
-// POST /apply-template (llama-server's: the prompt a chat request renders to), GET
+// POST /apply-template (llama-server's: the prompt a chat request renders to), POST
+// /v1/embeddings (server/embeddings.h; also as /embeddings), GET
 // /v1/models, /health, /metrics (Prometheus text) and / (the web playground). Every
 // error is OpenAI's JSON shape with
 // the matching status: 400 bad request, 401 wrong or missing API key, 404, 413 body too

@@ -153,6 +153,9 @@ std::string Metrics::render() const {
           static_cast<double>(engine_.preemptions));
   counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", static_cast<double>(engine_.prefix_queries));
   counter("prefix_cache_hits", "Prompt tokens found in the prefix cache.", static_cast<double>(engine_.prefix_hits));
+  counter("embedding_requests", "Embedding inputs embedded (one per input of /v1/embeddings).",
+          static_cast<double>(engine_.embed_requests));
+  counter("embedding_prompt_tokens", "Tokens of the embedded inputs.", static_cast<double>(engine_.embed_tokens));
   counter("spec_decode_num_drafts", "Speculative decoding: drafts verified (one per sequence and step).",
           static_cast<double>(engine_.spec_drafts));
   counter("spec_decode_num_draft_tokens", "Speculative decoding: draft tokens verified.",

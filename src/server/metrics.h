@@ -41,6 +41,8 @@ struct EngineGauges {
   // Speculative decoding (vLLM's spec_decode counters): draft tokens verified, accepted.
   int64_t spec_drafts = 0, spec_drafted = 0, spec_accepted = 0;
   double spec_draft_s = 0;
+  // Embedding requests finished and their input tokens.
+  int64_t embed_requests = 0, embed_tokens = 0;
   // A mixture-of-experts model's statistics since start (model/moe_stats.h); experts 0:
   // dense, none rendered. Per layer only summaries, so the label count stays bounded.
   int32_t experts = 0, experts_used = 0;

@@ -1,0 +1,82 @@
+"""BERT embeddings (all-MiniLM-L6-v2) against two independent oracles: a float64 numpy
+forward of Hugging Face's BertModel from the safetensors (tests/minilm_reference.py, with
+sentence-transformers' pooling and normalization), and llama.cpp's llama-embedding on the
+same GGUF. The GGUF is written by gguf-py under llama.cpp's tensor names, so neither
+Pagoda's converter nor its writer is involved.
+
+Bars: cosine >= 0.99999 against numpy (what separates them is Pagoda's FP16 KV cache and
+ggml's tanh-form GELU table against the erf GELU), >= 0.9999 against llama.cpp; the
+pooling modes are each the numpy forward's first, last and mean rows."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import minilm_reference as mr
+from oracles import import_oracle, require_llamacpp
+
+TEXTS = [
+    "Hello world, this is a test of sentence embeddings.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Paged attention stores keys and values in fixed-size blocks.",
+    "Café naïve façade: accents are stripped by the uncased tokenizer.",
+    "Numbers like 3.14159 and 2,718 and dates like 2026-12-06 split oddly.",
+    "東京は日本の首都です。",
+    "a",
+    " ".join(["Continuous batching admits new requests between decoding steps."] * 30),  # ~300 tokens
+]
+
+
+@pytest.fixture(scope="module")
+def minilm(tmp_path_factory):
+    import_oracle("tokenizers")
+    d = tmp_path_factory.mktemp("minilm")
+    m = mr.MiniLM(mr.extract(d))
+    m.f32 = m.write_gguf(d / "minilm-f32.gguf", "F32")
+    m.f16 = m.write_gguf(d / "minilm-f16.gguf", "F16")
+    m.texts = d / "texts.txt"
+    m.texts.write_text("\n".join(TEXTS) + "\n")
+    return m
+
+
+def pagoda_embed(pagoda_bin, model, texts_file, *extra):
+    r = subprocess.run([str(pagoda_bin("pagoda")), "embed", "-m", str(model), "-f", str(texts_file), "-t", "2",
+                        "--embd-output-format", "array", *extra], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return np.array(json.loads(r.stdout))
+
+
+@pytest.mark.parametrize("kind", ["f32", "f16"])
+def test_mean_pooled_embeddings_equal_the_numpy_bert_forward(pagoda_bin, minilm, kind):
+    got = pagoda_embed(pagoda_bin, getattr(minilm, kind), minilm.texts)
+    tok = minilm.tokenizer()
+    assert got.shape == (len(TEXTS), 384)
+    for text, v in zip(TEXTS, got):
+        ref = minilm.embed(tok.encode(text).ids)
+        assert mr.cosine(ref, v) >= 0.99999, (text[:40], mr.cosine(ref, v))
+        assert abs(np.linalg.norm(v) - 1.0) < 1e-5
+
+
+@pytest.mark.parametrize("pooling,pick", [("cls", lambda h: h[0]), ("last", lambda h: h[-1]),
+                                          ("mean", lambda h: h.mean(0))])
+def test_each_pooling_is_the_forward_rows_it_names(pagoda_bin, minilm, pooling, pick):
+    got = pagoda_embed(pagoda_bin, minilm.f32, minilm.texts, "--pooling", pooling, "--embd-normalize", "-1")
+    tok = minilm.tokenizer()
+    for text, v in list(zip(TEXTS, got))[:4]:
+        ref = pick(minilm.forward(tok.encode(text).ids))
+        assert mr.cosine(ref, v) >= 0.99999, (pooling, text[:40])
+        assert abs(np.linalg.norm(v) / np.linalg.norm(ref) - 1.0) < 1e-3  # not normalized: the raw scale
+
+
+def test_embeddings_agree_with_llama_embedding_on_the_same_file(pagoda_bin, llamacpp_bin, minilm):
+    bin_dir = require_llamacpp(llamacpp_bin, "llama-embedding", purpose="BERT embeddings")
+    got = pagoda_embed(pagoda_bin, minilm.f16, minilm.texts)
+    r = subprocess.run([str(bin_dir / "llama-embedding"), "-m", str(minilm.f16), "-f", str(minilm.texts), "-t", "2",
+                        "--embd-output-format", "array", "-c", "512", "-b", "512", "-ub", "512"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ref = np.array(json.loads(r.stdout))
+    assert ref.shape == got.shape
+    for text, a, b in zip(TEXTS, got, ref):
+        assert mr.cosine(a, b) >= 0.9999, (text[:40], mr.cosine(a, b))
