@@ -40,6 +40,9 @@ struct ServeArgs {
   std::string api_key;
   std::string served_name;
   std::string pooling;  // /v1/embeddings' pooling; "": the model's
+  // A second model, an encoder such as all-MiniLM-L6-v2, that answers /v1/embeddings
+  // beside the generating model (one base URL for a RAG pipeline); "": the served model.
+  std::string embedding_model;
   std::string chat_template_file;
   std::string tool_call_parser;      // empty: detected from the template
   std::string reasoning_format = "auto";
@@ -118,6 +121,32 @@ int run_serve(const ServeArgs& a) {
   sctx.max_model_len = (*engine)->max_model_len();
   sctx.max_tokens_limit = a.max_tokens_limit;
   sctx.embedding_dim = model.config().n_embd;
+  // The embedding model runs its own engine on its own thread and pool: a Model and its
+  // pool serve one forward at a time, and the generating engine's steps must not wait
+  // for an embedding batch (or the other way round).
+  std::unique_ptr<ThreadPool> embed_pool;
+  LoadedModel embed_loaded;
+  std::unique_ptr<Engine> embed_engine;
+  std::unique_ptr<EngineLoop> embed_loop;
+  if (!a.embedding_model.empty()) {
+    embed_pool = std::make_unique<ThreadPool>(pool.num_threads());
+    auto em = load_model(a.embedding_model, *embed_pool);
+    if (!em) return fail(error("--embedding-model {}: {}", a.embedding_model, em.status().message()));
+    embed_loaded = std::move(em.value());
+    auto etok = Tokenizer::from_gguf(*embed_loaded.file);
+    if (!etok) return fail(error("--embedding-model {}: {}", a.embedding_model, etok.status().message()));
+    embed_loaded.tokenizer = std::move(etok.value());
+    const ModelConfig& emc = embed_loaded.model->config();
+    auto eec = engine_config(EngineArgs{}, emc.n_ctx_train);
+    if (!eec) return fail(eec.status());
+    auto ee = Engine::create(*embed_loaded.model, embed_loaded.tokenizer.get(), *eec);
+    if (!ee) return fail(error("--embedding-model {}: {}", a.embedding_model, ee.status().message()));
+    embed_engine = std::move(ee.value());
+    embed_loop = std::make_unique<EngineLoop>(*embed_engine, nullptr, lc);
+    sctx.embed_loop = embed_loop.get();
+    sctx.embed_tokenizer = embed_loaded.tokenizer.get();
+    sctx.embedding_dim = emc.n_embd;
+  }
   if (!a.pooling.empty()) {
     auto p = pooling_from_name(a.pooling);
     if (!p) return fail(error("--pooling: {}", p.status().message()));
@@ -150,6 +179,7 @@ int run_serve(const ServeArgs& a) {
   HttpServer http(so, sctx, [chat](const ChatInput& input) { return (*chat)(input); });
   if (Status st = http.bind(); !st.is_ok()) return fail(st);
   loop.start();
+  if (embed_loop) embed_loop->start();
 
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
@@ -158,6 +188,7 @@ int run_serve(const ServeArgs& a) {
     while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     log_info("shutting down: finishing the running requests");
     loop.drain();
+    if (embed_loop) embed_loop->drain();
     // Let handlers write their last events before the sockets close.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     http.stop();
@@ -189,6 +220,9 @@ Subcommand add_serve_command(CLI::App& app) {
   sub->add_option("--port", args->port, "Port (0: any free port)")->check(CLI::Range(0, 65535));
   sub->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' on /v1 endpoints");
   sub->add_option("--served-model-name", args->served_name, "Model name in the API (default: the file's stem)");
+  sub->add_option("--embedding-model", args->embedding_model,
+                  "A second model (path or catalog name) that answers /v1/embeddings, e.g. a BERT encoder; "
+                  "default: the served model embeds");
   sub->add_option("--pooling", args->pooling,
                   "How /v1/embeddings pools: mean, cls or last (default: the model's; a decoder's last token)");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");

@@ -34,7 +34,10 @@ struct ServerContext {
   std::string model_name;
   int32_t max_model_len = 0;
   int32_t max_tokens_limit = 0;  // 0: none beyond the context
-  int32_t embedding_dim = 0;     // the model's hidden width: what /v1/embeddings returns
+  int32_t embedding_dim = 0;     // the embedding model's hidden width: what /v1/embeddings returns
+  // serve --embedding-model: the engine and tokenizer /v1/embeddings uses (null: loop's).
+  EngineLoop* embed_loop = nullptr;
+  const Tokenizer* embed_tokenizer = nullptr;
   Pooling pooling = Pooling::kNone;  // how /v1/embeddings pools (kNone: the model's own)
   RequestLimits limits;          // per request (openai_request.h); the server-wide ones are the loop's
   // Compiles structured-output requests (response_format, guided_*, grammar) on the

@@ -48,14 +48,14 @@ std::optional<std::vector<int32_t>> as_ids(const json& j) {
   return ids;
 }
 
-std::variant<EmbeddingRequest, ApiError> parse(const ServerContext& ctx, const std::string& body) {
+std::variant<EmbeddingRequest, ApiError> parse(const ServerContext& ctx, const Tokenizer& tok, const std::string& body) {
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return ApiError::bad_request("the body is not a JSON object");
   EmbeddingRequest r;
   if (!j.contains("input")) return ApiError::bad_request("'input' is required", "input");
   const json& in = j["input"];
   const char* shape = "'input' must be a string, a list of strings, a list of token ids or a list of such lists";
-  auto text = [&](const std::string& s) { return ctx.tokenizer->encode(s, /*add_special=*/true, /*parse_special=*/true); };
+  auto text = [&](const std::string& s) { return tok.encode(s, /*add_special=*/true, /*parse_special=*/true); };
   if (in.is_string()) {
     r.inputs.push_back(text(in.get<std::string>()));
   } else if (in.is_array()) {
@@ -103,7 +103,9 @@ std::variant<EmbeddingRequest, ApiError> parse(const ServerContext& ctx, const s
 
 std::variant<std::string, ApiError> serve_embeddings(const ServerContext& ctx, const std::string& body,
                                                      HttpRequest* req) {
-  auto parsed = parse(ctx, body);
+  EngineLoop* mloop = ctx.embed_loop != nullptr ? ctx.embed_loop : ctx.loop;
+  const Tokenizer& tok = ctx.embed_tokenizer != nullptr ? *ctx.embed_tokenizer : *ctx.tokenizer;
+  auto parsed = parse(ctx, tok, body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   EmbeddingRequest r = std::move(std::get<EmbeddingRequest>(parsed));
   RequestParams params;
@@ -111,7 +113,7 @@ std::variant<std::string, ApiError> serve_embeddings(const ServerContext& ctx, c
   params.pooling = ctx.pooling;
   int64_t tokens = 0;
   for (size_t i = 0; i < r.inputs.size(); ++i) {
-    if (auto rejected = ctx.loop->check(r.inputs[i], params))
+    if (auto rejected = mloop->check(r.inputs[i], params))
       return ApiError::bad_request(r.inputs.size() > 1 ? fmt::format("input {}: {}", i, rejected->message)
                                                        : rejected->message,
                                    rejected->param);
@@ -124,7 +126,6 @@ std::variant<std::string, ApiError> serve_embeddings(const ServerContext& ctx, c
     bool gone = false;
   };
   auto flight = std::make_shared<InFlight>();
-  EngineLoop* mloop = ctx.loop;
   if (req != nullptr && req->on_hangup)
     req->on_hangup([flight, mloop] {
       std::lock_guard<std::mutex> l(flight->mu);
@@ -191,6 +192,7 @@ std::variant<std::string, ApiError> serve_embeddings(const ServerContext& ctx, c
     else item["embedding"] = v;
     data.push_back(std::move(item));
   }
+  if (ctx.metrics != nullptr) ctx.metrics->count_embeddings(static_cast<int64_t>(vecs.size()), tokens);
   json out = {{"object", "list"},
               {"data", std::move(data)},
               {"model", ctx.model_name},

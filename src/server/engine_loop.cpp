@@ -228,8 +228,6 @@ void EngineLoop::publish_gauges() {
   g.max_num_seqs = engine_.config().scheduler.max_num_seqs;
   g.kv_bytes = engine_.kv_storage().bytes();
   g.spec_drafts = st.spec_drafts;
-  g.embed_requests = st.embed_requests;
-  g.embed_tokens = st.embed_tokens;
   g.spec_drafted = st.spec_drafted_tokens;
   g.spec_accepted = st.spec_accepted_tokens;
   g.spec_draft_s = st.spec_draft_seconds;

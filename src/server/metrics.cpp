@@ -120,6 +120,12 @@ void Metrics::count_http(int status) {
   else ++http_2xx_;
 }
 
+void Metrics::count_embeddings(int64_t inputs, int64_t tokens) {
+  std::lock_guard<std::mutex> l(mu_);
+  embedding_inputs_ += inputs;
+  embedding_tokens_ += tokens;
+}
+
 void Metrics::set_engine(const EngineGauges& g) {
   std::lock_guard<std::mutex> l(mu_);
   engine_ = g;
@@ -154,8 +160,8 @@ std::string Metrics::render() const {
   counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", static_cast<double>(engine_.prefix_queries));
   counter("prefix_cache_hits", "Prompt tokens found in the prefix cache.", static_cast<double>(engine_.prefix_hits));
   counter("embedding_requests", "Embedding inputs embedded (one per input of /v1/embeddings).",
-          static_cast<double>(engine_.embed_requests));
-  counter("embedding_prompt_tokens", "Tokens of the embedded inputs.", static_cast<double>(engine_.embed_tokens));
+          static_cast<double>(embedding_inputs_));
+  counter("embedding_prompt_tokens", "Tokens of the embedded inputs.", static_cast<double>(embedding_tokens_));
   counter("spec_decode_num_drafts", "Speculative decoding: drafts verified (one per sequence and step).",
           static_cast<double>(engine_.spec_drafts));
   counter("spec_decode_num_draft_tokens", "Speculative decoding: draft tokens verified.",

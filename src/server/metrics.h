@@ -41,8 +41,6 @@ struct EngineGauges {
   // Speculative decoding (vLLM's spec_decode counters): draft tokens verified, accepted.
   int64_t spec_drafts = 0, spec_drafted = 0, spec_accepted = 0;
   double spec_draft_s = 0;
-  // Embedding requests finished and their input tokens.
-  int64_t embed_requests = 0, embed_tokens = 0;
   // A mixture-of-experts model's statistics since start (model/moe_stats.h); experts 0:
   // dense, none rendered. Per layer only summaries, so the label count stays bounded.
   int32_t experts = 0, experts_used = 0;
@@ -62,6 +60,8 @@ class Metrics {
   void count_prompt_tokens(int64_t n);
   void count_generation_tokens(int64_t n);
   void count_http(int status);
+  // A /v1/embeddings request answered: its inputs and their tokens.
+  void count_embeddings(int64_t inputs, int64_t tokens);
   // Structured output: a request that carried a constraint (of `kind`, e.g. "json_schema",
   // "structural_tag" for tool calls), and the mask time of each constrained token.
   void count_constrained_request(const std::string& kind);
@@ -76,6 +76,7 @@ class Metrics {
   Histogram ttft_, itl_, e2e_, prompt_len_, gen_len_, mask_;
   std::vector<std::pair<std::string, int64_t>> constrained_requests_;  // by kind, in first-seen order
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
+  int64_t embedding_inputs_ = 0, embedding_tokens_ = 0;
   int64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;
   int64_t http_2xx_ = 0, http_4xx_ = 0, http_5xx_ = 0;
   EngineGauges engine_;

@@ -137,3 +137,32 @@ def test_a_decoder_model_embeds_and_still_generates(pagoda_bin, tmp_path_factory
         assert g.status_code == 200 and g.json()["usage"]["completion_tokens"] == 3
     finally:
         assert s.terminate() == 0, s.output()
+
+
+def test_an_embedding_model_beside_the_generating_one(pagoda_bin, tmp_path_factory, minilm):
+    """One base URL for RAG: the served decoder generates, --embedding-model embeds."""
+    model = gen_tiny_model(pagoda_bin, tmp_path_factory.mktemp("dec2") / "tiny.gguf")
+    s = Server(pagoda_bin, model, "--embedding-model", str(minilm.gguf))
+    try:
+        r = httpx.post(s.base + "/v1/embeddings", json={"input": TEXTS}, timeout=60).json()
+        tok = minilm.tokenizer()
+        assert r["usage"]["prompt_tokens"] == sum(len(tok.encode(t).ids) for t in TEXTS)
+        for text, d in zip(TEXTS, r["data"]):
+            assert len(d["embedding"]) == 384
+            assert mr.cosine(minilm.embed(tok.encode(text).ids), d["embedding"]) >= 0.99999
+        g = httpx.post(s.base + "/v1/completions", json={"prompt": "abc", "max_tokens": 3, "temperature": 0},
+                       timeout=60)
+        assert g.status_code == 200 and g.json()["usage"]["completion_tokens"] == 3
+        bad = httpx.post(s.base + "/v1/embeddings", json={"input": "x", "dimensions": 64}, timeout=60)
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "dimensions"
+    finally:
+        assert s.terminate() == 0, s.output()
+
+
+def test_a_missing_embedding_model_is_one_clear_error(pagoda_bin, tmp_path_factory):
+    import subprocess
+    model = gen_tiny_model(pagoda_bin, tmp_path_factory.mktemp("dec3") / "tiny.gguf")
+    r = subprocess.run([str(pagoda_bin("pagoda")), "serve", "-m", str(model), "--port", "0", "--embedding-model",
+                        "/no/such/model.gguf"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "--embedding-model" in r.stderr, r.stderr
