@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "base/fp16.h"
@@ -39,8 +40,23 @@ class TensorFailed : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Matrices written in another type than asked, by (type written, name): one note per
+// type, not one per matrix (a 384-wide model falls back in every layer).
+using Fallbacks = std::map<std::pair<DType, std::string>, int>;
+
+std::vector<std::string> fallback_notes(const Fallbacks& f, DType target) {
+  std::map<DType, std::vector<std::string>> by_type;
+  for (const auto& [key, n] : f) by_type[key.first].push_back(key.second);
+  std::vector<std::string> out;
+  for (const auto& [type, names] : by_type)
+    out.push_back(fmt::format("{} matri{} ({}{}) ha{} rows that {} blocks do not divide; written as {}", names.size(),
+                              names.size() == 1 ? "x" : "ces", names.front(), names.size() > 1 ? ", ..." : "",
+                              names.size() == 1 ? "s" : "ve", dtype_name(target), dtype_name(type)));
+  return out;
+}
+
 Status plan_source(const ConvertContext& c, const HfArch& arch, const HfVocab& vocab, DType target,
-                   const SafetensorsTensor& t, ConvertPlan& plan) {
+                   const SafetensorsTensor& t, ConvertPlan& plan, Fallbacks& fallbacks) {
   auto mapped = arch.map_tensor(c, vocab, t.name);
   if (!mapped) return error("{}: {}", c.dir, mapped.status().message());
   if (!mapped->has_value()) {
@@ -72,7 +88,7 @@ Status plan_source(const ConvertContext& c, const HfArch& arch, const HfVocab& v
   p.shape.assign(hf_shape.rbegin(), hf_shape.rend());
   const OutputTypeChoice choice = convert_output_type(p.name, p.shape, target);
   p.type = choice.type;
-  if (!choice.note.empty()) plan.notes.push_back(choice.note);
+  if (choice.type != target && !choice.note.empty()) ++fallbacks[{choice.type, p.name}];
   plan.in_bytes += t.nbytes;
   plan.tensors.push_back(std::move(p));
   return Status::ok();
@@ -84,7 +100,10 @@ Result<ConvertPlan> plan_conversion(const ConvertContext& c, const HfArch& arch,
   ConvertPlan plan;
   plan.arch = &arch;
   plan.target = target;
-  for (const SafetensorsTensor& t : c.weights.tensors()) PAGODA_TRY(plan_source(c, arch, vocab, target, t, plan));
+  Fallbacks fallbacks;
+  for (const SafetensorsTensor& t : c.weights.tensors())
+    PAGODA_TRY(plan_source(c, arch, vocab, target, t, plan, fallbacks));
+  for (std::string& note : fallback_notes(fallbacks, target)) plan.notes.push_back(std::move(note));
   if (arch.extra_tensors != nullptr) {
     auto extra = arch.extra_tensors(c);
     if (!extra) return extra.status();
