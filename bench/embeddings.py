@@ -18,7 +18,8 @@ Servers (2 threads each, one machine):
              each slot holds one input of up to 512 tokens)
   Pagoda     pagoda serve -m M -t 2 (its defaults: 64 sequences, 512 tokens a step)
 Reported: median inputs/s and tokens/s per engine and load, the ratio Pagoda / llama.cpp,
-and the CPU other processes used during the runs (/proc/stat; trust runs near 0)."""
+and the cores other processes kept busy during the runs (/proc/stat minus the server's and
+the client's own CPU time; trust runs near 0)."""
 from __future__ import annotations
 
 import argparse
@@ -53,11 +54,26 @@ def free_port() -> int:
     return port
 
 
-def busy_cpu() -> tuple[float, float]:
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def busy_seconds() -> float:
+    """CPU seconds all processes have used (every core), from /proc/stat."""
     with open("/proc/stat") as f:
         parts = [float(x) for x in f.readline().split()[1:]]
-    idle = parts[3] + parts[4]
-    return sum(parts) - idle, sum(parts)
+    return (sum(parts) - parts[3] - parts[4]) / TICK
+
+
+def process_seconds(pid: int) -> float:
+    """CPU seconds a process (all its threads) has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (float(fields[11]) + float(fields[12])) / TICK
+
+
+def own_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 class Server:
@@ -154,28 +170,30 @@ def main() -> int:
                 client = openai.OpenAI(base_url=s.base + "/v1", api_key="none", max_retries=0, timeout=600)
                 run_load(client, inputs[:4], "batch")  # warm-up
                 for load in ("batch", "concurrent"):
-                    b0, t0 = busy_cpu()
+                    b0, s0, c0 = busy_seconds(), process_seconds(s.proc.pid), own_seconds()
                     secs, used = run_load(client, inputs, load)
-                    b1, t1 = busy_cpu()
+                    b1, s1, c1 = busy_seconds(), process_seconds(s.proc.pid), own_seconds()
                     assert used == a.inputs * a.tokens, f"{eng} reported {used} tokens"
-                    # Busy cores during the run beyond the 2 the server and client use at most.
-                    total_cores = os.cpu_count() or 1
-                    busy = (b1 - b0) / max(t1 - t0, 1e-9) * total_cores
+                    # Cores other processes kept busy: everything minus the server and this client.
+                    other = max(0.0, (b1 - b0) - (s1 - s0) - (c1 - c0)) / secs
                     runs.append({"round": rnd, "engine": eng, "load": load, "seconds": secs, "tokens": used,
-                                 "busy_cores": busy})
+                                 "other_cores": other, "server_cores": (s1 - s0) / secs})
                     print(f"round {rnd} {eng:8s} {load:10s} {a.inputs / secs:7.1f} inputs/s "
-                          f"{used / secs:8.0f} tok/s  busy cores {busy:.2f}", file=sys.stderr)
+                          f"{used / secs:8.0f} tok/s  server {(s1 - s0) / secs:.2f} cores, other {other:.2f}",
+                          file=sys.stderr)
             finally:
                 s.stop()
     print(f"\nall-MiniLM-L6-v2 F16, {a.inputs} inputs of {a.tokens} tokens, {a.rounds} rounds (medians)\n")
-    print("| load | llama.cpp inputs/s | Pagoda inputs/s | Pagoda / llama.cpp |")
-    print("| --- | --- | --- | --- |")
+    print("| load | llama.cpp inputs/s | Pagoda inputs/s | Pagoda / llama.cpp | other load (cores, max) |")
+    print("| --- | --- | --- | --- | --- |")
     summary = {}
     for load in ("batch", "concurrent"):
         med = {e: statistics.median(a.inputs / r["seconds"] for r in runs if r["engine"] == e and r["load"] == load)
                for e in ("llamacpp", "pagoda")}
         summary[load] = {**med, "ratio": med["pagoda"] / med["llamacpp"]}
-        print(f"| {load} | {med['llamacpp']:.1f} | {med['pagoda']:.1f} | {med['pagoda'] / med['llamacpp']:.2f}x |")
+        other = max(r["other_cores"] for r in runs if r["load"] == load)
+        print(f"| {load} | {med['llamacpp']:.1f} | {med['pagoda']:.1f} | {med['pagoda'] / med['llamacpp']:.2f}x "
+              f"| {other:.2f} |")
     if a.json_out:
         a.json_out.write_text(json.dumps({"runs": runs, "summary": summary, "logs": str(logs),
                                           "llamacpp": engines["llamacpp"](0), "pagoda": engines["pagoda"](0)},
