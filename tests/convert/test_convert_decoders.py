@@ -214,3 +214,66 @@ def test_converted_bpe_vocabulary_tokenizes_as_hf(arch, tmp_path, write_gen_mode
     got = encode_many(pagoda_bin("pagoda-tokenize-tool"), out, texts)
     for text, ids in zip(texts, got):
         assert ids == ref.encode(text).ids, repr(text)
+
+
+def llama3_factors(dim, base, factor, low, high, old_ctx):
+    """llama.cpp's LlamaModel.generate_extra_tensors, in float32 as torch computes it."""
+    freqs = (1.0 / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))).astype(np.float32)
+    out = []
+    for f in freqs:
+        wavelen = np.float32(2 * np.pi) / f
+        if wavelen < old_ctx / high:
+            out.append(1.0)
+        elif wavelen > old_ctx / low:
+            out.append(factor)
+        else:
+            smooth = (old_ctx / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def test_llama3_rope_scaling_becomes_rope_freqs(tmp_path, write_gen_model, pagoda_bin):
+    gguf = import_oracle("gguf")
+    src = write_gen_model(tmp_path / "llama.gguf", arch="llama")
+    folder = tmp_path / "hf"
+    write_hf_folder(gguf, src, "llama", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_theta"] = 500000.0
+    config["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 8192}
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "converted.gguf"
+    run_convert(pagoda_bin("pagoda"), folder, out, "--type", "F32")
+    reader = gguf.GGUFReader(out)
+    t = {t.name: t for t in reader.tensors}["rope_freqs.weight"]
+    want = llama3_factors(config["head_dim"], 500000.0, 8.0, 1.0, 4.0, 8192)
+    assert set(np.round(want, 3)) >= {1.0, 8.0} and len(set(np.round(want, 3))) > 2  # all three branches
+    np.testing.assert_allclose(gguf_tensor(t), want, rtol=2e-6)
+    f = gguf_fields(reader)
+    assert "llama.rope.scaling.type" not in f  # llama3 scaling lives in the tensor, as llama.cpp writes it
+    assert f["llama.rope.freq_base"] == 500000.0
+    greedy(pagoda_bin("pagoda"), out, tmp_path / "ids.json")  # Pagoda runs it
+
+
+@pytest.mark.parametrize("scaling,keys", [
+    ({"type": "linear", "factor": 8.0}, {"rope.scaling.type": "linear", "rope.scaling.factor": 8.0}),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+     {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0, "rope.scaling.original_context_length": 32768}),
+    ({"rope_type": "dynamic", "factor": 2.0}, None),
+])
+def test_rope_scaling_keys(scaling, keys, tmp_path, write_gen_model, pagoda_bin):
+    gguf = import_oracle("gguf")
+    src = write_gen_model(tmp_path / "qwen2.gguf", arch="qwen2")
+    folder = tmp_path / "hf"
+    write_hf_folder(gguf, src, "qwen2", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_scaling"] = scaling
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "converted.gguf"
+    r = run_convert(pagoda_bin("pagoda"), folder, out, "--type", "F32", check=keys is not None)
+    if keys is None:
+        assert r.returncode == 1 and "RoPE scaling type 'dynamic'" in r.stderr.decode()
+        return
+    f = gguf_fields(gguf.GGUFReader(out))
+    for k, v in keys.items():
+        assert f["qwen2." + k] == v, k
