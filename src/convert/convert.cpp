@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "base/fp16.h"
 #include "base/printable.h"
@@ -60,7 +61,8 @@ Status plan_source(const ConvertContext& c, const HfArch& arch, const HfVocab& v
   auto mapped = arch.map_tensor(c, vocab, t.name);
   if (!mapped) return error("{}: {}", c.dir, mapped.status().message());
   if (!mapped->has_value()) {
-    plan.notes.push_back(fmt::format("left out {} (not used by the {} architecture)", printable(t.name, 200), arch.gguf_name));
+    plan.notes.push_back(
+        fmt::format("left out {} (not used by the {} architecture)", printable(t.name, 200), arch.gguf_name));
     return Status::ok();
   }
   PlannedTensor p;
@@ -70,7 +72,8 @@ Status plan_source(const ConvertContext& c, const HfArch& arch, const HfVocab& v
   if (!t.readable)
     return error("{}: tensor '{}' is {}; only F32, F16 and BF16 weights are converted", c.dir, printable(t.name, 200),
                  t.dtype);
-  if (t.shape.empty() || t.shape.size() > 4) return error("{}: tensor '{}' has {} dimensions", c.dir, printable(t.name, 200), t.shape.size());
+  if (t.shape.empty() || t.shape.size() > 4)
+    return error("{}: tensor '{}' has {} dimensions", c.dir, printable(t.name, 200), t.shape.size());
   std::vector<int64_t> hf_shape = t.shape;
   for (int64_t d : hf_shape)
     if (d <= 0) return error("{}: tensor '{}' is empty ({})", c.dir, printable(t.name, 200), shape_text(t.shape));
@@ -117,11 +120,11 @@ Result<ConvertPlan> plan_conversion(const ConvertContext& c, const HfArch& arch,
       plan.tensors.push_back(std::move(p));
     }
   }
-  if (plan.tensors.empty()) return error("{}: no tensor of the checkpoint maps to the {} architecture", c.dir, arch.gguf_name);
+  if (plan.tensors.empty())
+    return error("{}: no tensor of the checkpoint maps to the {} architecture", c.dir, arch.gguf_name);
   std::set<std::string> names;
   for (PlannedTensor& p : plan.tensors) {
-    if (!names.insert(p.name).second)
-      return error("{}: two checkpoint tensors map to '{}'", c.dir, p.name);
+    if (!names.insert(p.name).second) return error("{}: two checkpoint tensors map to '{}'", c.dir, p.name);
     if (p.type != DType::F32 && !can_quantize(p.type))
       return error("{}: tensor '{}': Pagoda cannot write {}", c.dir, p.name, dtype_name(p.type));
     p.out_bytes = row_bytes(p.type, p.shape[0]) * static_cast<size_t>(elements(p.shape) / p.shape[0]);
@@ -164,8 +167,11 @@ Status tensor_values(const PlannedTensor& p, ThreadPool& pool, std::vector<float
     }
   });
   switch (p.map.transform) {
-    case TensorTransform::kNone: break;
-    case TensorTransform::kAddOne: add_one(out.data(), n); break;
+    case TensorTransform::kNone:
+      break;
+    case TensorTransform::kAddOne:
+      add_one(out.data(), n);
+      break;
     case TensorTransform::kRopePermute: {
       const int64_t rows = p.shape.back();  // HF's outermost dimension
       const std::vector<float> in = out;
@@ -240,8 +246,8 @@ Result<ConvertSummary> convert_hf_model(const ConvertOptions& o, ThreadPool& poo
         quantize_matrix(tp.type, values.data(), rows, cols, dst, pool);
       if (tp.source != nullptr) weights->drop_pages(*tp.source);  // read once
       progress(fmt::format("[{:>{}}/{}] {:<28} {:>4} -> {:<4} {:<16} {:.2f} s", i + 1, width, n, tp.name,
-                           tp.source ? tp.source->dtype : std::string("F32"), dtype_name(tp.type),
-                           shape_text(tp.shape), timer.seconds()));
+                           tp.source ? tp.source->dtype : std::string("F32"), dtype_name(tp.type), shape_text(tp.shape),
+                           timer.seconds()));
     });
   }
   PAGODA_TRY(w.write(o.output));

@@ -48,8 +48,8 @@ struct GeneratedTensor {
 };
 
 struct HfArch {
-  std::string_view gguf_name;                 // general.architecture
-  std::vector<std::string_view> hf_classes;   // config.json "architectures"[0] values
+  std::string_view gguf_name;                // general.architecture
+  std::vector<std::string_view> hf_classes;  // config.json "architectures"[0] values
   HfVocabKind vocab;
   // The "<arch>.*" keys (general.* and tokenizer.* are written by the pipeline); may
   // add to the vocabulary what the architecture owns (BERT's token type count).

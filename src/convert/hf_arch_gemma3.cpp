@@ -25,7 +25,8 @@ Status write_metadata(const ConvertContext& c, HfVocab&, GgufWriter& w) {
     if (!*r) return r->status();
   w.set_u32("gemma3.context_length", *ctx);
   w.set_u32("gemma3.attention.head_count", *heads);
-  w.set_f32("gemma3.attention.layer_norm_rms_epsilon", static_cast<float>(cfg.find_float({"rms_norm_eps"}).value_or(1e-6)));
+  w.set_f32("gemma3.attention.layer_norm_rms_epsilon",
+            static_cast<float>(cfg.find_float({"rms_norm_eps"}).value_or(1e-6)));
   w.set_u32("gemma3.attention.key_length", *head_dim);
   w.set_u32("gemma3.attention.value_length", *head_dim);
   double theta = cfg.find_float({"rope_theta"}).value_or(1000000.0);

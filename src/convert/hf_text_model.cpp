@@ -2,8 +2,8 @@
 
 #include <cctype>
 #include <charconv>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <numbers>
 
 #include "base/printable.h"
@@ -42,10 +42,10 @@ RopeParams rope_params(const HfConfig& cfg) {
       break;
     }
   if (!r.all.contains("full_attention") && !r.all.contains("sliding_attention")) {
-    auto local = cfg.find_float({"local_rope_theta", "rope_local_theta", "rope_theta_local", "swa_rope_theta",
-                                 "rope_local_base_freq"});
-    auto theta = cfg.find_float({"global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta",
-                                 "rotary_emb_base"});
+    auto local = cfg.find_float(
+        {"local_rope_theta", "rope_local_theta", "rope_theta_local", "swa_rope_theta", "rope_local_base_freq"});
+    auto theta = cfg.find_float(
+        {"global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta", "rotary_emb_base"});
     if (local) r.all["sliding_attention"] = json{{"rope_theta", *local}};
     if (!r.all.contains("rope_theta") && theta) r.all["rope_theta"] = *theta;
     if (!r.all.contains("rope_type") && r.all.contains("type")) r.all["rope_type"] = r.all["type"];
@@ -78,13 +78,13 @@ Status write_text_model_keys(const ConvertContext& c, std::string_view arch, Ggu
     w.set_u32(a + gguf_key, *v);
     return Status::ok();
   };
-  PAGODA_TRY(u32({"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length",
-                  "model_max_length"},
-                 ".context_length"));
+  PAGODA_TRY(
+      u32({"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"},
+          ".context_length"));
   PAGODA_TRY(u32({"hidden_size", "n_embd", "dim"}, ".embedding_length"));
-  PAGODA_TRY(u32({"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner",
-                  "hidden_dim"},
-                 ".feed_forward_length"));
+  PAGODA_TRY(
+      u32({"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"},
+          ".feed_forward_length"));
   PAGODA_TRY(u32({"num_attention_heads", "n_head", "n_heads"}, ".attention.head_count"));
   PAGODA_TRY(u32({"num_key_value_heads", "n_kv_heads"}, ".attention.head_count_kv"));
   if (cfg.find_bool("is_causal") == false) w.set_bool(a + ".attention.causal", false);
@@ -101,7 +101,8 @@ Status write_text_model_keys(const ConvertContext& c, std::string_view arch, Ggu
     const auto orig = num(rope.full, "original_max_position_embeddings");
     if (!orig || *orig < 0) return error("{}: yarn RoPE scaling without original_max_position_embeddings", cfg.path());
     w.set_u32(a + ".rope.scaling.original_context_length", static_cast<uint32_t>(*orig));
-    if (auto v = num(rope.full, "extrapolation_factor")) w.set_f32(a + ".rope.scaling.yarn_ext_factor", static_cast<float>(*v));
+    if (auto v = num(rope.full, "extrapolation_factor"))
+      w.set_f32(a + ".rope.scaling.yarn_ext_factor", static_cast<float>(*v));
     auto attn = num(rope.full, "attention_factor");
     if (!attn) attn = num(rope.full, "attn_factor");
     if (attn) w.set_f32(a + ".rope.scaling.yarn_attn_factor", static_cast<float>(*attn));
@@ -169,10 +170,10 @@ Result<std::optional<TensorMapping>> map_decoder_tensor(const ConvertContext& c,
   struct Proj {
     std::string_view hf, gguf;
   };
-  static constexpr Proj kProjs[] = {
-      {"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"},  {"self_attn.v_proj", "attn_v"},
-      {"self_attn.o_proj", "attn_output"}, {"mlp.gate_proj", "ffn_gate"}, {"mlp.up_proj", "ffn_up"},
-      {"mlp.down_proj", "ffn_down"}};
+  static constexpr Proj kProjs[] = {{"self_attn.q_proj", "attn_q"}, {"self_attn.k_proj", "attn_k"},
+                                    {"self_attn.v_proj", "attn_v"}, {"self_attn.o_proj", "attn_output"},
+                                    {"mlp.gate_proj", "ffn_gate"},  {"mlp.up_proj", "ffn_up"},
+                                    {"mlp.down_proj", "ffn_down"}};
   for (const Proj& p : kProjs) {
     for (std::string_view suffix : {".weight", ".bias"}) {
       if (rest.size() != p.hf.size() + suffix.size() || !rest.starts_with(p.hf) || !rest.ends_with(suffix)) continue;
@@ -219,13 +220,20 @@ Status write_pooling_type(const ConvertContext& c, std::string_view arch, GgufWr
   };
   uint32_t type = 0;  // llama.cpp's LLAMA_POOLING_TYPE: 1 mean, 2 CLS, 3 last
   const std::string mode = str(*pooling, "pooling_mode");
-  if (flag("pooling_mode_mean_tokens")) type = 1;
-  else if (flag("pooling_mode_cls_token")) type = 2;
-  else if (flag("pooling_mode_lasttoken")) type = 3;
-  else if (mode == "mean") type = 1;
-  else if (mode == "cls") type = 2;
-  else if (mode == "lasttoken") type = 3;
-  else return error("{}: only mean, CLS and last-token pooling are supported", pooling_path);
+  if (flag("pooling_mode_mean_tokens"))
+    type = 1;
+  else if (flag("pooling_mode_cls_token"))
+    type = 2;
+  else if (flag("pooling_mode_lasttoken"))
+    type = 3;
+  else if (mode == "mean")
+    type = 1;
+  else if (mode == "cls")
+    type = 2;
+  else if (mode == "lasttoken")
+    type = 3;
+  else
+    return error("{}: only mean, CLS and last-token pooling are supported", pooling_path);
   w.set_u32(std::string(arch) + ".pooling_type", type);
   return Status::ok();
 }

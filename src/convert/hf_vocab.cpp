@@ -24,9 +24,11 @@ struct KnownPre {
   std::string_view name;  // what llama.cpp's converter writes for it
 };
 constexpr KnownPre kKnownPres[] = {
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
      "llama-bpe"},
-    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
      "qwen2"},
 };
 
@@ -85,8 +87,10 @@ struct Ordered {
     return nullptr;
   }
   void set(const std::string& k, V v) {
-    if (V* p = find(k)) *p = v;
-    else items.emplace_back(k, v);
+    if (V* p = find(k))
+      *p = v;
+    else
+      items.emplace_back(k, v);
   }
   void setdefault(const std::string& k, V v) {
     if (!find(k)) items.emplace_back(k, v);
@@ -121,13 +125,12 @@ class SpecialVocab {
       }
     }
     for (const std::string& typ : types_)
-      if (auto id = config_.raw().find(typ + "_token_id");
-          id != config_.raw().end() && id->is_number_integer())
+      if (auto id = config_.raw().find(typ + "_token_id"); id != config_.raw().end() && id->is_number_integer())
         set_special(typ, id->get<int64_t>());
     static const std::map<std::string, std::string> kIdKeys = {
-        {"bos", "bos_token_id"}, {"eos", "eos_token_id"},     {"unk", "unknown_token_id"},
+        {"bos", "bos_token_id"},       {"eos", "eos_token_id"},     {"unk", "unknown_token_id"},
         {"sep", "seperator_token_id"}, {"pad", "padding_token_id"}, {"mask", "mask_token_id"},
-        {"eot", "eot_token_id"}, {"eom", "eom_token_id"}};
+        {"eot", "eot_token_id"},       {"eom", "eom_token_id"}};
     for (const auto& [typ, id] : ids_.items)
       if (auto k = kIdKeys.find(typ); k != kIdKeys.end()) out.special_ids.emplace_back(k->second, id);
     for (const auto& [typ, v] : add_.items)
@@ -279,7 +282,8 @@ Result<std::string> merge_entry(const json& m, const std::string& path, size_t i
     std::string out;
     for (int part = 0; part < 2; ++part) {
       if (part == 1) out += ' ';
-      for (char c : m[static_cast<size_t>(part)].get<std::string>()) out += c == ' ' ? std::string("\xc4\xa0") : std::string(1, c);
+      for (char c : m[static_cast<size_t>(part)].get<std::string>())
+        out += c == ' ' ? std::string("\xc4\xa0") : std::string(1, c);
     }
     return out;
   }
@@ -313,9 +317,10 @@ Result<std::string> detect_bpe_pre(const json& pt) {
                    printable(regex, 160));
     }
   }
-  return error("pre_tokenizer '{}' is not a recognised byte-level one (GPT-2's ByteLevel, Llama 3's or Qwen2's Split + "
-               "ByteLevel)",
-               printable(pt.dump(), 160));
+  return error(
+      "pre_tokenizer '{}' is not a recognised byte-level one (GPT-2's ByteLevel, Llama 3's or Qwen2's Split + "
+      "ByteLevel)",
+      printable(pt.dump(), 160));
 }
 
 Result<HfVocab> read_hf_vocab(const std::string& dir, const HfConfig& config, HfVocabKind kind) {
@@ -354,9 +359,10 @@ Result<HfVocab> read_hf_vocab(const std::string& dir, const HfConfig& config, Hf
   } else {
     if (model_type != "BPE") return error("{}: model type '{}' is not byte-level BPE", tj_path, model_type);
     if (bool_or(*model, "byte_fallback", false))
-      return error("{}: a SentencePiece-style BPE vocabulary (byte_fallback); only byte-level BPE (GPT-2, Llama 3, "
-                   "Qwen2 style) is converted",
-                   tj_path);
+      return error(
+          "{}: a SentencePiece-style BPE vocabulary (byte_fallback); only byte-level BPE (GPT-2, Llama 3, "
+          "Qwen2 style) is converted",
+          tj_path);
     auto pre = detect_bpe_pre(tj.value("pre_tokenizer", json()));
     if (!pre) return error("{}: {}", tj_path, pre.status().message());
     v.model = "gpt2";
@@ -364,7 +370,8 @@ Result<HfVocab> read_hf_vocab(const std::string& dir, const HfConfig& config, Hf
   }
 
   const auto vocab = model->find("vocab");
-  if (vocab == model->end() || !vocab->is_object()) return error("{}: model.vocab is missing or not an object", tj_path);
+  if (vocab == model->end() || !vocab->is_object())
+    return error("{}: model.vocab is missing or not an object", tj_path);
   std::map<int64_t, std::string> by_id;
   for (const auto& [piece, id] : vocab->items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 31))
@@ -375,8 +382,8 @@ Result<HfVocab> read_hf_vocab(const std::string& dir, const HfConfig& config, Hf
   if (auto at = tj.find("added_tokens"); at != tj.end() && at->is_array()) {
     for (const json& a : *at) {
       const auto id = a.is_object() ? a.find("id") : a.end();
-      if (id == a.end() || !id->is_number_integer() || id->get<int64_t>() < 0 || id->get<int64_t>() >= (int64_t{1} << 31) ||
-          !a.contains("content") || !a["content"].is_string())
+      if (id == a.end() || !id->is_number_integer() || id->get<int64_t>() < 0 ||
+          id->get<int64_t>() >= (int64_t{1} << 31) || !a.contains("content") || !a["content"].is_string())
         return error("{}: an added_tokens entry lacks a valid id or content", tj_path);
       added[id->get<int64_t>()] = {a["content"].get<std::string>(), bool_or(a, "special", false)};
       by_id[id->get<int64_t>()] = a["content"].get<std::string>();
@@ -388,7 +395,8 @@ Result<HfVocab> read_hf_vocab(const std::string& dir, const HfConfig& config, Hf
   int64_t n_vocab = static_cast<int64_t>(by_id.size());
   if (auto cfg = config.find_int({"vocab_size"})) n_vocab = *cfg;
   if (max_id >= n_vocab)
-    return error("{}: token id {} is not below the vocabulary size {} (config.json vocab_size)", tj_path, max_id, n_vocab);
+    return error("{}: token id {} is not below the vocabulary size {} (config.json vocab_size)", tj_path, max_id,
+                 n_vocab);
   v.tokens.reserve(static_cast<size_t>(n_vocab));
   v.types.reserve(static_cast<size_t>(n_vocab));
   for (int64_t i = 0; i < n_vocab; ++i) {
@@ -406,7 +414,8 @@ Result<HfVocab> read_hf_vocab(const std::string& dir, const HfConfig& config, Hf
       } else {
         type = kTokUserDefined;
         // llama.cpp pre-normalizes user-defined spaces (Gemma's added tokens).
-        for (size_t p = 0; (p = piece.find(kPhantomSpace, p)) != std::string::npos;) piece.replace(p, kPhantomSpace.size(), " ");
+        for (size_t p = 0; (p = piece.find(kPhantomSpace, p)) != std::string::npos;)
+          piece.replace(p, kPhantomSpace.size(), " ");
       }
     }
     v.tokens.push_back(kind == HfVocabKind::kWordPiece ? phantom_piece(piece, type) : piece);

@@ -10,13 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 
@@ -42,7 +41,7 @@ struct HfVocab {
   std::string pre;    // tokenizer.ggml.pre
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
-  size_t hf_token_count = 0;  // entries of model.vocab plus added_tokens (before padding)
+  size_t hf_token_count = 0;        // entries of model.vocab plus added_tokens (before padding)
   std::vector<std::string> merges;  // "a b", spaces inside a part written as U+0120
   // (GGUF key, id) in the order SpecialVocab sets them: "bos_token_id", "seperator_token_id" ...
   std::vector<std::pair<std::string, uint32_t>> special_ids;

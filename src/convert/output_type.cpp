@@ -34,7 +34,8 @@ std::string convert_type_names() {
     size_t end = all.find(", ", start);
     if (end == std::string::npos) end = all.size();
     const std::string item = all.substr(start, end - start);
-    if (!item.empty() && item != "W8A8" && item.find("S24") == std::string::npos) out += (out.empty() ? "" : ", ") + item;
+    if (!item.empty() && item != "W8A8" && item.find("S24") == std::string::npos)
+      out += (out.empty() ? "" : ", ") + item;
     start = end + 2;
   }
   return out;

@@ -5,9 +5,8 @@
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/printable.h"
 #include "convert/hf_config.h"
@@ -29,11 +28,11 @@ struct DtypeInfo {
 };
 
 constexpr DtypeInfo kDtypes[] = {
-    {"F32", 4, true, DType::F32},    {"F16", 2, true, DType::F16},    {"BF16", 2, true, DType::BF16},
-    {"F64", 8, false, DType::F32},   {"I64", 8, false, DType::F32},   {"U64", 8, false, DType::F32},
-    {"I32", 4, false, DType::F32},   {"U32", 4, false, DType::F32},   {"I16", 2, false, DType::F32},
-    {"U16", 2, false, DType::F32},   {"I8", 1, false, DType::F32},    {"U8", 1, false, DType::F32},
-    {"BOOL", 1, false, DType::F32},  {"F8_E4M3", 1, false, DType::F32}, {"F8_E5M2", 1, false, DType::F32},
+    {"F32", 4, true, DType::F32},   {"F16", 2, true, DType::F16},      {"BF16", 2, true, DType::BF16},
+    {"F64", 8, false, DType::F32},  {"I64", 8, false, DType::F32},     {"U64", 8, false, DType::F32},
+    {"I32", 4, false, DType::F32},  {"U32", 4, false, DType::F32},     {"I16", 2, false, DType::F32},
+    {"U16", 2, false, DType::F32},  {"I8", 1, false, DType::F32},      {"U8", 1, false, DType::F32},
+    {"BOOL", 1, false, DType::F32}, {"F8_E4M3", 1, false, DType::F32}, {"F8_E5M2", 1, false, DType::F32},
 };
 
 const DtypeInfo* find_dtype(std::string_view name) {
@@ -109,7 +108,8 @@ Result<std::vector<SafetensorsTensor>> parse_safetensors(const uint8_t* bytes, s
   if (size < 8) return error("{}: {} bytes is too short for a safetensors file (truncated?)", path, size);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
-  if (header_len > kMaxHeaderBytes) return error("{}: header length {} is above 100 MB (not a safetensors file?)", path, header_len);
+  if (header_len > kMaxHeaderBytes)
+    return error("{}: header length {} is above 100 MB (not a safetensors file?)", path, header_len);
   if (header_len > size - 8)
     return error("{}: header length {} runs past the end of the file ({} bytes; truncated?)", path, header_len, size);
   const char* h = reinterpret_cast<const char*>(bytes + 8);
@@ -169,7 +169,8 @@ Result<SafetensorsSet> SafetensorsSet::open_dir(const std::string& dir) {
       return error("{}: 'weight_map' is missing or not an object", index.string());
     std::vector<std::string> shards;
     for (const auto& [name, file] : map->items()) {
-      if (!file.is_string()) return error("{}: the shard of '{}' is not a file name", index.string(), printable(name, 200));
+      if (!file.is_string())
+        return error("{}: the shard of '{}' is not a file name", index.string(), printable(name, 200));
       const std::string f = file.get<std::string>();
       if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "..")
         return error("{}: shard name '{}' is not a plain file name", index.string(), printable(f, 200));

@@ -31,7 +31,7 @@ struct SafetensorsTensor {
   std::vector<int64_t> shape;  // as PyTorch orders it: shape[0] is the outermost dimension
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
-  size_t file = 0;             // index of the shard that holds it (SafetensorsSet::files)
+  size_t file = 0;  // index of the shard that holds it (SafetensorsSet::files)
 
   int64_t num_elements() const;
   // Rows in GGUF's sense: everything but the innermost dimension (1 for a vector).

@@ -70,11 +70,13 @@ TEST(Safetensors, OffsetsPastTheEndAreAnError) {
 TEST(Safetensors, SizeThatDisagreesWithTheShapeIsAnError) {
   const std::string m = error_of(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})", 16);
   EXPECT_NE(m.find("16 bytes expected"), std::string::npos) << m;
-  EXPECT_NE(error_of(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[8,4]}})", 16).find("backwards"), std::string::npos);
-  EXPECT_NE(error_of(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,16]}})", 16)
-                .find("overflow"),
+  EXPECT_NE(error_of(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[8,4]}})", 16).find("backwards"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", 16).find("negative"), std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4],"data_offsets":[0,16]}})", 16).find("overflow"),
+      std::string::npos);
+  EXPECT_NE(error_of(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", 16).find("negative"),
+            std::string::npos);
 }
 
 TEST(Safetensors, UnknownDtypeIsAnError) {
@@ -85,7 +87,8 @@ TEST(Safetensors, UnknownDtypeIsAnError) {
 TEST(Safetensors, MissingFieldsAreAnError) {
   EXPECT_NE(error_of(R"({"a":{"shape":[4],"data_offsets":[0,16]}})", 16).find("dtype"), std::string::npos);
   EXPECT_NE(error_of(R"({"a":{"dtype":"F32","data_offsets":[0,16]}})", 16).find("shape"), std::string::npos);
-  EXPECT_NE(error_of(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0]}})", 16).find("data_offsets"), std::string::npos);
+  EXPECT_NE(error_of(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0]}})", 16).find("data_offsets"),
+            std::string::npos);
 }
 
 TEST(Safetensors, OverlappingTensorsAreAnError) {
@@ -110,7 +113,8 @@ TEST(Safetensors, TruncatedFilesAreAnError) {
 // Every truncation of a valid file is an error or a valid parse, never a crash (the
 // sanitizer build checks the reads).
 TEST(Safetensors, EveryPrefixOfAFileIsSafe) {
-  const std::string h = R"({"a":{"dtype":"BF16","shape":[3,2],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})";
+  const std::string h =
+      R"({"a":{"dtype":"BF16","shape":[3,2],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})";
   const auto f = make_file(h, 16);
   for (size_t n = 0; n < f.size(); ++n) {
     std::vector<uint8_t> prefix(f.begin(), f.begin() + static_cast<ptrdiff_t>(n));
@@ -122,7 +126,8 @@ TEST(Safetensors, EveryPrefixOfAFileIsSafe) {
 // Random byte damage anywhere in a file (header digits, quotes, offsets, the length) is
 // an error or a parse whose every tensor lies inside the buffer.
 TEST(Safetensors, RandomDamageNeverReadsOutsideTheFile) {
-  const std::string h = R"({"w":{"dtype":"F16","shape":[4,2],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})";
+  const std::string h =
+      R"({"w":{"dtype":"F16","shape":[4,2],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})";
   const auto f = make_file(h, 24);
   std::mt19937 rng(7);
   int parsed = 0;

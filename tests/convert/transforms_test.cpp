@@ -71,12 +71,14 @@ TEST(BpePre, RecognisesTheByteLevelFamilies) {
                  json::array({json{{"type", "Split"}, {"pattern", json{{"Regex", regex}}}, {"behavior", "Isolated"}},
                               json{{"type", "ByteLevel"}, {"use_regex", false}}})}};
   };
-  auto qwen = detect_bpe_pre(seq(
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"));
+  auto qwen =
+      detect_bpe_pre(seq("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                         "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"));
   ASSERT_TRUE(qwen.is_ok());
   EXPECT_EQ(*qwen, "qwen2");
-  auto llama = detect_bpe_pre(seq(
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"));
+  auto llama =
+      detect_bpe_pre(seq("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                         "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"));
   ASSERT_TRUE(llama.is_ok());
   EXPECT_EQ(*llama, "llama-bpe");
   EXPECT_FALSE(detect_bpe_pre(seq("\\w+")).is_ok());
