@@ -1,0 +1,118 @@
+#include "compress/compressor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "base/timer.h"
+#include "compress/self_information.h"
+
+namespace pagoda {
+namespace {
+
+int32_t count_tokens(const Tokenizer& tok, const std::string& text) {
+  return text.empty() ? 0 : static_cast<int32_t>(tok.encode(text, /*add_special=*/false, /*parse_special=*/false).size());
+}
+
+// The sentence each token starts in: tokens are laid over the text by their bytes (an
+// SPM tokenizer's first piece carries a space the text does not have).
+std::vector<int32_t> token_sentences(std::string_view text, std::span<const std::string> pieces) {
+  const std::vector<ByteSpan> sentences = split_sentences(text);
+  std::vector<int32_t> out(pieces.size(), 0);
+  int64_t at = !pieces.empty() && !pieces[0].empty() && pieces[0][0] == ' ' && (text.empty() || text[0] != ' ') ? -1 : 0;
+  size_t s = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    int64_t start = at;
+    for (char c : pieces[i]) {
+      if (c != ' ' && c != '\n' && c != '\t' && c != '\r') break;
+      ++start;
+    }
+    start = std::clamp<int64_t>(start, 0, static_cast<int64_t>(text.size()));
+    while (s + 1 < sentences.size() && static_cast<size_t>(start) >= sentences[s].end) ++s;
+    out[i] = static_cast<int32_t>(s);
+    at += static_cast<int64_t>(pieces[i].size());
+  }
+  return out;
+}
+
+// Token ranges of the segments: runs of whole sentences of at least `size` tokens (the
+// last may be shorter).
+std::vector<std::pair<size_t, size_t>> segments_of(std::span<const int32_t> sentence, int32_t size) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t begin = 0;
+  for (size_t i = 1; i < sentence.size(); ++i)
+    if (sentence[i] != sentence[i - 1] && i - begin >= static_cast<size_t>(std::max(size, 1))) {
+      out.emplace_back(begin, i);
+      begin = i;
+    }
+  if (begin < sentence.size()) out.emplace_back(begin, sentence.size());
+  return out;
+}
+
+}  // namespace
+
+Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, const PromptParts& parts,
+                                       const CompressOptions& o) {
+  if (!(o.ratio > 0.0 && o.ratio <= 1.0)) return error("the ratio {} is outside (0, 1]", o.ratio);
+  const std::string original = join_prompt(parts);
+  if (original.find_first_not_of(" \t\r\n") == std::string::npos) return error("the prompt is empty");
+  Timer timer;
+  CompressResult r;
+  r.origin_tokens = count_tokens(tok, original);
+  const std::vector<int32_t> ids = tok.encode(parts.context, /*add_special=*/false, /*parse_special=*/false);
+  const int32_t n_ctx = static_cast<int32_t>(ids.size());
+  const int32_t fixed = count_tokens(tok, parts.instruction) + count_tokens(tok, parts.question);
+  const int32_t target_total = static_cast<int32_t>(std::lround(o.ratio * r.origin_tokens));
+  const int32_t ctx_target = std::clamp(target_total - fixed, 0, n_ctx);
+  r.context = parts.context;
+  if (ctx_target < n_ctx) {
+    std::vector<std::string> pieces;
+    pieces.reserve(ids.size());
+    for (int32_t id : ids) pieces.push_back(tok.token_to_bytes(id));
+    const std::vector<int32_t> sentence = token_sentences(parts.context, pieces);
+    const Vocab& v = tok.vocab();
+    const bool bos = v.add_bos && v.bos >= 0;
+    auto session = ScorerSession::create(scorer, n_ctx + (bos ? 1 : 0), o.logits_budget_bytes);
+    if (!session) return session.status();
+    if (bos) {
+      const int32_t b = v.bos;
+      if (Status st = session->append(std::span<const int32_t>(&b, 1)); !st) return st;
+    }
+    const auto segments =
+        o.iterative ? segments_of(sentence, o.segment_tokens) : std::vector<std::pair<size_t, size_t>>{{0, ids.size()}};
+    std::vector<int32_t> kept;
+    const double share = static_cast<double>(ctx_target) / n_ctx;
+    for (size_t g = 0; g < segments.size(); ++g) {
+      const auto [b, e] = segments[g];
+      std::span<const int32_t> seg(ids.data() + b, e - b);
+      const size_t before = session->size();
+      auto info = session->score(seg);
+      if (!info) return info.status();
+      auto units = make_units(std::span<const std::string>(pieces).subspan(b, e - b), *info,
+                              std::span<const int32_t>(sentence).subspan(b, e - b), o.granularity);
+      // Each segment's target carries the rounding of those before it.
+      BudgetOptions bo;
+      bo.target_tokens = static_cast<int32_t>(std::lround(share * static_cast<double>(e))) -
+                         static_cast<int32_t>(kept.size());
+      bo.name_share = o.name_share;
+      const std::vector<bool> keep = select_units(units, bo);
+      const size_t kept_before = kept.size();
+      for (size_t u = 0; u < units.size(); ++u)
+        if (keep[u]) kept.insert(kept.end(), seg.begin() + units[u].begin, seg.begin() + units[u].end);
+      if (o.iterative && g + 1 < segments.size()) {
+        // What follows is scored against the compressed text, not the original.
+        session->truncate(before);
+        if (Status st = session->append(std::span<const int32_t>(kept).subspan(kept_before)); !st) return st;
+      }
+    }
+    r.context = tok.decode(kept);
+  }
+  PromptParts out = parts;
+  out.context = r.context;
+  r.prompt = join_prompt(out);
+  r.compressed_tokens = count_tokens(tok, r.prompt);
+  r.seconds = timer.seconds();
+  return r;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,51 @@
+// Prompt compression (LLMLingua-style token pruning): the context of a prompt is scored
+// token by token with a small scorer model (compress/self_information.h), split into
+// units (whole words by default, compress/budget.h) and pruned by the budget controller
+// to a target share of the prompt's tokens; the instruction and the question are kept
+// whole, and the result is instruction, compressed context and question joined by blank
+// lines. Iterative mode scores the context segment by segment (runs of sentences of about
+// segment_tokens), each conditioned on the already-compressed text before it, as
+// LLMLingua's iterative token-level compression does; it costs about (1 + ratio) forward
+// passes over the context instead of one.
+//
+// Token counts are in the scorer's tokens (the model that will answer may count
+// differently). Cost: the scorer's forward pass over the context with every row's
+// logits, in pieces of logits_budget_bytes; nothing is scored when the ratio keeps all.
+// Thread-safety: runs the scorer, so one compression per scorer Model at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "compress/budget.h"
+#include "compress/segments.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+struct CompressOptions {
+  double ratio = 0.5;  // the share of the prompt's tokens to keep, in (0, 1]
+  Granularity granularity = Granularity::kWord;
+  bool iterative = false;
+  int32_t segment_tokens = 256;  // iterative: the size of a segment
+  double name_share = 0.3;       // budget.h
+  size_t logits_budget_bytes = size_t{16} << 20;
+};
+
+struct CompressResult {
+  std::string prompt;    // instruction, compressed context, question
+  std::string context;   // the compressed context alone
+  int32_t origin_tokens = 0;      // the whole prompt before, in scorer tokens
+  int32_t compressed_tokens = 0;  // and after
+  double seconds = 0;
+};
+
+// Fails on a ratio outside (0, 1], an empty prompt, a context longer than the scorer's
+// context, or a scorer failure.
+Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tokenizer, const PromptParts& parts,
+                                       const CompressOptions& options);
+
+}  // namespace pagoda

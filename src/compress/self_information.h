@@ -1,0 +1,66 @@
+// Per-token self-information, -log p(token | the tokens before it), under a scorer model:
+// what prompt compression ranks tokens by. A ScorerSession is one sequence in its own
+// KvCache; score() runs new tokens through Model::forward with every row's logits, in
+// pieces of at most logits_budget_bytes of logits (16 rows of Gemma 3's 262,144-entry
+// vocabulary at the default), so a large vocabulary never holds more than a few rows at
+// once. Rows are reduced with eval's summarize_row / token_nll, spread over the model's
+// pool. truncate() rolls the sequence back, which is how the iterative compressor
+// replaces a scored segment by its compressed form.
+//
+// Cost: one forward pass over the scored tokens (plus one token of overlap per call);
+// append() runs tokens without logits. Memory: the model's KV for `capacity` positions
+// and one piece of logits.
+//
+// Thread-safety: uses the model's scratch buffers and pool, so one session per Model runs
+// at a time (the server holds its scorer's mutex around a whole compression).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace pagoda {
+
+class ScorerSession {
+ public:
+  // capacity: the most tokens the sequence will hold (checked against the model's context).
+  static Result<ScorerSession> create(Model& model, int32_t capacity, size_t logits_budget_bytes = size_t{16} << 20);
+
+  // The self-information of each of `tokens` given everything before it, in nats, and
+  // the tokens appended. A token with nothing before it (the very first) has no
+  // prediction: its entry is +infinity. Fails on ids outside the vocabulary, past the
+  // capacity, or non-finite logits.
+  Result<std::vector<float>> score(std::span<const int32_t> tokens);
+  // Appends tokens as context without scoring them.
+  Status append(std::span<const int32_t> tokens);
+  // Keeps the first n tokens (later positions are overwritten by what comes next).
+  void truncate(size_t n);
+  size_t size() const { return history_.size(); }
+  std::span<const int32_t> history() const { return history_; }
+
+ private:
+  ScorerSession(Model& model, int32_t capacity, size_t logits_budget_bytes);
+  // Runs history_[kv_len_, history_.size() - 1) without logits: everything but the last
+  // token, whose row score() needs.
+  Status sync();
+
+  Model* model_;
+  KvCache kv_;
+  int32_t capacity_;
+  int32_t piece_rows_ = 1;
+  std::vector<int32_t> history_;
+  size_t kv_len_ = 0;  // tokens of history_ whose keys/values are in kv_
+  std::vector<float> logits_;
+  std::vector<int32_t> input_;
+};
+
+// The self-information of every token of `tokens` from scratch (the first is +infinity).
+Result<std::vector<float>> self_information(Model& model, std::span<const int32_t> tokens,
+                                            size_t logits_budget_bytes = size_t{16} << 20);
+
+}  // namespace pagoda
