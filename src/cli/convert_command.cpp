@@ -1,8 +1,8 @@
 // `pagoda convert HF_DIR OUT.gguf [--type T]`: a Hugging Face model folder to GGUF
 // (src/convert/convert.h), with a progress line per tensor on stderr.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <thread>

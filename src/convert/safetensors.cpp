@@ -5,8 +5,9 @@
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "base/printable.h"
 #include "convert/hf_config.h"
