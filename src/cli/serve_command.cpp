@@ -24,6 +24,8 @@
 #include "chat/json_value.h"
 #include "chat/reasoning_split.h"
 #include "chat/tool_syntax.h"
+#include "cli/pull_progress.h"
+#include "server/compress_endpoint.h"
 #include "server/engine_loop.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -43,6 +45,9 @@ struct ServeArgs {
   // A second model, an encoder such as all-MiniLM-L6-v2, that answers /v1/embeddings
   // beside the generating model (one base URL for a RAG pipeline); "": the served model.
   std::string embedding_model;
+  // The scorer of prompt compression (/v1/compress, compress_prompt): a path or catalog
+  // name, "none" for no compression; "": the served model's file, loaded on first use.
+  std::string compress_scorer;
   std::string chat_template_file;
   std::string tool_call_parser;      // empty: detected from the template
   std::string reasoning_format = "auto";
@@ -153,6 +158,15 @@ int run_serve(const ServeArgs& a) {
     if (*p == Pooling::kNone) return fail(error("--pooling none gives no single vector per input; use mean, cls or last"));
     sctx.pooling = *p;
   }
+  if (a.compress_scorer != "none") {
+    // Its own Model and pool (server/compress_endpoint.h); named ones load now so a wrong
+    // name fails at startup.
+    auto path = resolve_model_arg(a.compress_scorer.empty() ? a.model : a.compress_scorer);
+    if (!path) return fail(error("--compress-scorer: {}", path.status().message()));
+    auto scorer = CompressScorer::create(*path, pool.num_threads(), /*lazy=*/a.compress_scorer.empty());
+    if (!scorer) return fail(error("--compress-scorer: {}", scorer.status().message()));
+    sctx.compress_scorer = std::move(scorer.value());
+  }
   sctx.limits = a.limits;
   // The vocabulary's token table for grammars is built once here (measured: 110 ms on
   // Gemma 3's 262k tokens), so no request pays for it.
@@ -223,6 +237,9 @@ Subcommand add_serve_command(CLI::App& app) {
   sub->add_option("--embedding-model", args->embedding_model,
                   "A second model (path or catalog name) that answers /v1/embeddings, e.g. a BERT encoder; "
                   "default: the served model embeds");
+  sub->add_option("--compress-scorer", args->compress_scorer,
+                  "Model (path or catalog name) that scores prompts for /v1/compress and compress_prompt; "
+                  "none: no compression; default: the served model's file, loaded again on first use");
   sub->add_option("--pooling", args->pooling,
                   "How /v1/embeddings pools: mean, cls or last (default: the model's; a decoder's last token)");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");

@@ -28,6 +28,10 @@ bool is_word(const std::string& p) {
   return false;
 }
 
+// A piece that continues a UTF-8 character begun by the token before (byte fallback).
+bool continues_char(const std::string& p) {
+  return !p.empty() && (static_cast<unsigned char>(p.front()) & 0xC0) == 0x80;
+}
 bool starts_space(const std::string& p) { return !p.empty() && is_space(p.front()); }
 bool ends_space(const std::string& p) { return !p.empty() && is_space(p.back()); }
 bool has_newline(const std::string& p) { return p.find('\n') != std::string::npos; }
@@ -59,7 +63,9 @@ std::vector<Unit> make_units(std::span<const std::string> pieces, std::span<cons
     const bool w = is_word(pieces[i]);
     bool fresh = i == 0 || starts_space(pieces[i]) || ends_space(pieces[i - 1]) || has_newline(pieces[i]) ||
                  has_newline(pieces[i - 1]);
-    if (!fresh) {
+    if (continues_char(pieces[i])) {
+      fresh = false;  // never split a character
+    } else if (!fresh) {
       const bool prev_w = is_word(pieces[i - 1]);
       if (w != prev_w) {
         if (!w)  // punctuation after a word: its own unit unless a word continues right after it
@@ -98,8 +104,16 @@ std::vector<Unit> make_units(std::span<const std::string> pieces, std::span<cons
   std::vector<Unit> tokens;
   tokens.reserve(n);
   for (const Unit& x : words)
-    for (int32_t t = x.begin; t < x.end; ++t)
+    for (int32_t t = x.begin; t < x.end; ++t) {
+      if (t > x.begin && continues_char(pieces[static_cast<size_t>(t)])) {
+        Unit& last = tokens.back();  // a character's bytes stay together, scored by their mean
+        last.score = (last.score * static_cast<float>(last.size()) + info[static_cast<size_t>(t)]) /
+                     static_cast<float>(last.size() + 1);
+        last.end = t + 1;
+        continue;
+      }
       tokens.push_back(Unit{t, t + 1, info[static_cast<size_t>(t)], x.structural, x.name});
+    }
   return tokens;
 }
 

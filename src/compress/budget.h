@@ -31,7 +31,8 @@ struct Unit {
 // sentence: the sentence each token starts in (a unit starting a sentence is no name).
 // A word starts at a token that begins with whitespace, and punctuation ending a word
 // ("end" + "." or "," + "\"") is a unit of its own so the word can go and the period
-// stay; punctuation inside a word ("don" "'" "t", "U" "." "S") stays in it.
+// stay; punctuation inside a word ("don" "'" "t", "U" "." "S") stays in it. Either way a
+// unit never splits a UTF-8 character that byte-fallback tokens spell byte by byte.
 std::vector<Unit> make_units(std::span<const std::string> pieces, std::span<const float> info,
                              std::span<const int32_t> sentence, Granularity granularity);
 

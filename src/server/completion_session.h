@@ -27,6 +27,8 @@
 
 namespace pagoda {
 
+class CompressScorer;
+
 struct ServerContext {
   EngineLoop* loop = nullptr;
   const Tokenizer* tokenizer = nullptr;
@@ -45,6 +47,8 @@ struct ServerContext {
   const ConstraintCompiler* constraints = nullptr;
   // The chat template's tool-call syntax, reasoning and default kwargs (chat_request.h).
   std::shared_ptr<const ChatConventions> chat;
+  // The scorer of /v1/compress and compress_prompt (server/compress_endpoint.h); null: 400.
+  std::shared_ptr<CompressScorer> compress_scorer;
 };
 
 class CompletionSession {

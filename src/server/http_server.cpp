@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "base/log.h"
+#include "server/compress_endpoint.h"
 #include "server/embeddings.h"
 #include "server/http_transport.h"
 #include "server/playground.h"
@@ -68,6 +69,7 @@ struct HttpServer::Impl {
     auto parsed = parse_api_request(req.body, chat, &ctx.limits);
     if (auto* e = std::get_if<ApiError>(&parsed)) return error_response(*e);
     ApiRequest r = std::move(std::get<ApiRequest>(parsed));
+    if (auto e = apply_prompt_compression(ctx, r)) return error_response(*e);
     std::vector<std::vector<int32_t>> prompts;
     if (chat) {
       if (ctx.chat)
@@ -125,6 +127,12 @@ struct HttpServer::Impl {
       if (post && (req.path == "/v1/embeddings" || req.path == "/embeddings")) {
         if (auto denied = unauthorized(req)) return std::move(*denied);
         auto body = serve_embeddings(ctx, req.body, &req);
+        if (auto* e = std::get_if<ApiError>(&body)) return error_response(*e);
+        return content(std::move(std::get<std::string>(body)));
+      }
+      if (post && req.path == "/v1/compress") {
+        if (auto denied = unauthorized(req)) return std::move(*denied);
+        auto body = serve_compress(ctx, req.body);
         if (auto* e = std::get_if<ApiError>(&body)) return error_response(*e);
         return content(std::move(std::get<std::string>(body)));
       }

@@ -513,6 +513,27 @@ std::variant<ApiRequest, ApiError> parse_api_request(const std::string& body, bo
     }
   }
   f.number("priority", r.params.priority, INT32_MIN, INT32_MAX);
+  if (const json* c = f.get("compress_prompt")) {
+    if (!c->is_object())
+      return ApiError::bad_request("'compress_prompt': must be an object like {\"ratio\": 0.5}", "compress_prompt");
+    PromptCompression pc;
+    Fields g{*c, std::nullopt};
+    if (const json* v = g.get("ratio")) {
+      if (!v->is_number() || !(v->get<double>() > 0.0 && v->get<double>() <= 1.0))
+        g.fail("ratio", "must be a number in (0, 1] (the share of the prompt's tokens to keep)");
+      else pc.ratio = v->get<double>();
+    }
+    if (const json* s = g.get("scorer")) {
+      if (!s->is_string()) g.fail("scorer", "must be a string");
+      else pc.scorer = s->get<std::string>();
+    }
+    if (g.err) {
+      g.err->param = "compress_prompt." + g.err->param;
+      g.err->message = "'compress_prompt." + g.err->message.substr(1);
+      return *g.err;
+    }
+    r.compress_prompt = pc;
+  }
   if (f.err) return *f.err;
   if (limits != nullptr)
     if (auto e = check_request_counts(r, *limits)) return *e;

@@ -22,6 +22,13 @@
 
 namespace pagoda {
 
+// `compress_prompt`: the server compresses the prompt before running it
+// (server/compress_endpoint.h).
+struct PromptCompression {
+  double ratio = 0.5;  // the share of the prompt's tokens to keep, in (0, 1]
+  std::string scorer;  // when given, must name the server's scorer
+};
+
 struct ApiRequest {
   bool chat = false;
   std::string model;
@@ -59,6 +66,7 @@ struct ApiRequest {
   // field is named in the 400 when the spec does not compile.
   std::optional<ConstraintSpec> constraint;
   std::string constraint_field;
+  std::optional<PromptCompression> compress_prompt;
 };
 
 // How much one request may ask for, so that a body of a few hundred bytes cannot make

@@ -99,6 +99,24 @@ TEST(Units, WholeWordsWithTrailingPunctuationApart) {
   EXPECT_FLOAT_EQ(t[3].score, 3.0f);
 }
 
+TEST(Units, NeverSplitACharacterSpelledInBytes) {
+  // "caf" + the two bytes of "é" as byte-fallback tokens, then a space.
+  const std::vector<std::string> p = {" caf", "\xC3", "\xA9", " ok", "\xE2", "\x80", "\x9D"};
+  const std::vector<float> info = {1, 2, 4, 1, 3, 3, 3};
+  const std::vector<int32_t> sent(p.size(), 0);
+  const auto w = make_units(p, info, sent, Granularity::kWord);
+  // A lone lead byte cannot tell punctuation from a letter, so the quote stays with "ok".
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].end, 3);
+  EXPECT_EQ(w[1].begin, 3);
+  EXPECT_EQ(w[1].end, 7);
+  const auto t = make_units(p, info, sent, Granularity::kToken);
+  ASSERT_EQ(t.size(), 4u);  // " caf", "é", " ok", the closing quote
+  EXPECT_EQ(t[1].begin, 1);
+  EXPECT_EQ(t[1].end, 3);
+  EXPECT_FLOAT_EQ(t[1].score, 3.0f);
+}
+
 TEST(Units, LoneIIsNoName) {
   const std::vector<std::string> p = {" so", " I", " went", " I", "'m"};
   const std::vector<float> info(p.size(), 1.0f);
