@@ -168,3 +168,16 @@ def test_shard_index_naming_a_missing_file(pagoda, tmp_path):
     m, index = sharded_folder(tmp_path / "m")
     (m / "model-00002-of-00002.safetensors").unlink()
     expect_error(pagoda, m, tmp_path / "o.gguf", "model-00002-of-00002.safetensors")
+
+
+def test_merges_given_as_pairs_are_written_as_gguf_py_writes_them(pagoda, tmp_path):
+    # tokenizers >= 0.20 stores merges as pairs, whose parts may hold spaces; gguf-py joins
+    # them with one space and writes a space inside a part as U+0120.
+    gguf = pytest.importorskip("gguf")
+    m = good_folder(tmp_path / "m")
+    tj = tokenizer_json()
+    tj["model"]["merges"] = [["a", "b"], ["x y", "z"]]
+    (m / "tokenizer.json").write_text(json.dumps(tj))
+    run_convert(pagoda, m, tmp_path / "out.gguf")
+    merges = gguf.GGUFReader(tmp_path / "out.gguf").fields["tokenizer.ggml.merges"].contents()
+    assert merges == ["a b", "x\u0120y z"]
