@@ -4,6 +4,7 @@ measured by the same openai client, in alternating rounds.
 
   bench/embeddings.py                         # all-MiniLM-L6-v2 F16, 64 inputs of 128 tokens, 5 rounds
   bench/embeddings.py --inputs 64 --tokens 128 --rounds 3 --json-out raw.json
+  bench/embeddings.py --type Q8_0             # the same file quantized (twice the throughput here)
 
 The model is all-MiniLM-L6-v2 from PyPI, converted by `pagoda convert --type F16` (what
 llama.cpp's converter writes by default) into $PAGODA_CACHE/bench-models/. The inputs are
@@ -135,6 +136,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--slots", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--type", default="F16", help="the GGUF's matrix type, as pagoda convert --type takes it")
     ap.add_argument("--json-out", type=Path)
     a = ap.parse_args()
     import openai
@@ -146,9 +148,9 @@ def main() -> int:
     models = CACHE / "bench-models"
     models.mkdir(parents=True, exist_ok=True)
     folder = mr.extract(models)
-    gguf = models / "all-minilm-l6-v2-f16.gguf"
+    gguf = models / f"all-minilm-l6-v2-{a.type.lower()}.gguf"
     if not gguf.exists():
-        subprocess.run([str(pagoda), "convert", str(folder), str(gguf), "--type", "F16"], check=True,
+        subprocess.run([str(pagoda), "convert", str(folder), str(gguf), "--type", a.type], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     inputs = make_inputs(mr.MiniLM(folder).tokenizer(), a.inputs, a.tokens, a.seed)
     logs = Path(tempfile.mkdtemp(prefix="pagoda-embed-bench-"))
@@ -183,7 +185,7 @@ def main() -> int:
                           file=sys.stderr)
             finally:
                 s.stop()
-    print(f"\nall-MiniLM-L6-v2 F16, {a.inputs} inputs of {a.tokens} tokens, {a.rounds} rounds (medians)\n")
+    print(f"\nall-MiniLM-L6-v2 {a.type}, {a.inputs} inputs of {a.tokens} tokens, {a.rounds} rounds (medians)\n")
     print("| load | llama.cpp inputs/s | Pagoda inputs/s | Pagoda / llama.cpp | other load (cores, max) |")
     print("| --- | --- | --- | --- | --- |")
     summary = {}

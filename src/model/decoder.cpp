@@ -270,22 +270,20 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
   // sequence's tokens, so only this keeps speculation's greedy tokens those of plain
   // decoding (tests/engine: the packed-panel workload). The tokens before the rows (a
   // prefill chunk) attend as one block, as any prefill does.
-  // An encoder's tokens see the whole sequence: each attends as a lone query placed at
-  // the sequence's last position, which the causal kernel lets see every key.
+  // An encoder's sequence (here whole, Model::forward checks) attends bidirectionally:
+  // every token sees every key of it.
   const bool causal = config_.causal;
   n_attn_seqs_ = 0;
-  for (const BatchSeq& s : seqs)
-    n_attn_seqs_ += causal ? lone_rows(s) + (s.n_tokens > lone_rows(s) ? 1 : 0) : s.n_tokens;
+  for (const BatchSeq& s : seqs) n_attn_seqs_ += lone_rows(s) + (s.n_tokens > lone_rows(s) ? 1 : 0);
   attn_seqs_.resize(n_attn_seqs_ * static_cast<size_t>(layout.n_groups()));
   int64_t t = 0;
   size_t a = 0;
   for (const BatchSeq& s : seqs) {
-    const int32_t lone = causal ? lone_rows(s) : s.n_tokens, head = s.n_tokens - lone;
+    const int32_t lone = lone_rows(s), head = s.n_tokens - lone;
     for (int32_t g = 0; g < layout.n_groups(); ++g) {
       AttnSeq* out = &attn_seqs_[g * n_attn_seqs_ + a];
-      if (head > 0) *out++ = AttnSeq{t, head, s.pos0, s.tables[g].data()};
-      for (int32_t j = head; j < s.n_tokens; ++j)
-        *out++ = AttnSeq{t + j, 1, causal ? s.pos0 + j : s.pos0 + s.n_tokens - 1, s.tables[g].data()};
+      if (head > 0) *out++ = AttnSeq{t, head, s.pos0, s.tables[g].data(), !causal};
+      for (int32_t j = head; j < s.n_tokens; ++j) *out++ = AttnSeq{t + j, 1, s.pos0 + j, s.tables[g].data()};
     }
     a += lone + (head > 0 ? 1 : 0);
     for (int32_t j = 0; j < s.n_tokens; ++j, ++t) {

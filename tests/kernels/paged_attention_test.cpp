@@ -28,6 +28,7 @@ struct PagedCase {
   std::vector<int32_t> n_tokens;  // per sequence: query tokens at its end
   int32_t heads = 8, kv_heads = 2, head_dim = 64, block = 16, window = 0;
   KvType type = KvType::kF16;
+  bool bidirectional = false;  // every token sees its sequence's every key (an encoder)
 };
 
 struct Pool {
@@ -100,6 +101,7 @@ void run_case(const PagedCase& c, uint32_t seed) {
     a.n_tokens = c.n_tokens[s];
     a.pos0 = c.contexts[s] - c.n_tokens[s];
     a.block_table = pool.tables[s].data();
+    a.bidirectional = c.bidirectional;
     seqs.push_back(a);
     q_tokens += c.n_tokens[s];
   }
@@ -132,8 +134,9 @@ void run_case(const PagedCase& c, uint32_t seed) {
   std::vector<double> sc, qh(c.head_dim);
   for (size_t s = 0; s < seqs.size(); ++s)
     for (int32_t t = 0; t < seqs[s].n_tokens; ++t) {
-      const int32_t pos = seqs[s].pos0 + t;
-      const int32_t lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+      const int32_t own = seqs[s].pos0 + t;
+      const int32_t pos = c.bidirectional ? c.contexts[s] - 1 : own;  // the last key it sees
+      const int32_t lo = c.window > 0 && !c.bidirectional ? std::max(0, own - c.window + 1) : 0;
       for (int32_t h = 0; h < c.heads; ++h) {
         const float* qs = &q[(seqs[s].q_offset + t) * q_stride + h * c.head_dim];
         for (int32_t i = 0; i < c.head_dim; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(qs[i]));
@@ -165,6 +168,28 @@ void run_case(const PagedCase& c, uint32_t seed) {
       EXPECT_LT(worst, 2e-3) << "threads " << threads;
     }
   }
+}
+
+// An encoder's sequences, whole in the call: each token sees the keys after it too, on the
+// whole-row path (short) and the tiled one (past 2048 keys); a window does not apply.
+TEST(PagedAttention, BidirectionalSequencesSeeEveryKey) {
+  PagedCase c;
+  c.contexts = {37, 5, 130, 1};
+  c.n_tokens = {37, 5, 130, 1};
+  c.heads = c.kv_heads = 12;
+  c.head_dim = 32;
+  c.bidirectional = true;
+  run_case(c, 11);
+  c.window = 8;
+  run_case(c, 12);
+  PagedCase big;  // narrow heads: the reference's cost grows with the square of the keys
+  big.contexts = {2090};
+  big.n_tokens = {2090};
+  big.heads = 2;
+  big.kv_heads = 1;
+  big.head_dim = 16;
+  big.bidirectional = true;
+  run_case(big, 13);
 }
 
 TEST(PagedAttention, ShortContextsOfSeveralSequencesMatchTheReference) {

@@ -42,7 +42,7 @@ void attend_scalar_tiled(const Unit& u) {
   for (int32_t t = 0; t < u.n_tokens; ++t) {
     const int32_t pos = u.hi + t;
     const int32_t lo = std::max(u.klo, u.window > 0 ? std::max(u.lo, pos - u.window + 1) : u.lo);
-    const int32_t hi = std::min(pos, u.khi);
+    const int32_t hi = std::min(u.key_last >= 0 ? u.key_last : pos, u.khi);
     for (int32_t h = 0; h < u.n_heads; ++h) {
       const float* qs = u.q + t * u.q_stride + static_cast<int64_t>(h) * hd;
       for (int32_t i = 0; i < hd; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(qs[i]));
@@ -100,13 +100,14 @@ void attend_scalar(const Unit& u) {
   for (int32_t t = 0; t < u.n_tokens; ++t) {
     const int32_t pos = u.hi + t;
     const int32_t lo = u.window > 0 ? std::max(u.lo, pos - u.window + 1) : u.lo;
-    const int32_t len = pos - lo + 1;
+    const int32_t last = u.key_last >= 0 ? u.key_last : pos;
+    const int32_t len = last - lo + 1;
     for (int32_t h = 0; h < u.n_heads; ++h) {
       const float* qs = u.q + t * u.q_stride + static_cast<int64_t>(h) * hd;
       // Q is rounded to FP16 like the cached K it meets, as llama.cpp does.
       for (int32_t i = 0; i < hd; ++i) qh[i] = fp16_to_fp32(fp32_to_fp16(qs[i]));
       float m = -INFINITY;
-      for (int32_t j = lo; j <= pos; ++j) {
+      for (int32_t j = lo; j <= last; ++j) {
         const uint8_t* kr = row(u, u.k, j);
         float s = 0.0f;
         for (int32_t i = 0; i < hd; ++i) s += qh[i] * kv_at(u, kr, i);
@@ -228,7 +229,8 @@ PagedPlan plan_paged(attn::Body body, std::span<const AttnSeq> seqs, const Atten
     SeqPlan& sp = plan[i];
     const int32_t total = seqs[i].pos0 + seqs[i].n_tokens;
     const int32_t block = sp.block;
-    const int32_t max_len = p.window > 0 ? std::min<int32_t>(p.window + block - 1, total) : total;
+    const int32_t max_len =
+        p.window > 0 && !seqs[i].bidirectional ? std::min<int32_t>(p.window + block - 1, total) : total;
     sp.tiled = max_len > kTiledMinKeys;
     sp.parts = 1;
     sp.part_keys = max_len;
@@ -341,9 +343,12 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       u.mask = mask;
       u.block_stride = kv.block_stride;
       u.kv_stride = kv.row_stride;
-      u.lo = p.window > 0 ? std::max(0, pos - p.window + 1) : 0;
+      u.window = s.bidirectional ? 0 : p.window;
+      u.lo = u.window > 0 ? std::max(0, pos - u.window + 1) : 0;
       u.hi = pos;
-      u.window = p.window;
+      u.key_last = s.bidirectional ? s.pos0 + s.n_tokens - 1 : -1;
+      // The last key any token of the unit sees.
+      const int32_t unit_last = s.bidirectional ? u.key_last : u.hi + u.n_tokens - 1;
       u.scale = p.scale;
       u.softcap = p.softcap;
       u.rows_in_lanes = s.n_tokens > 1 || group >= 16;
@@ -352,12 +357,12 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       if (sp.tiled) {
         u.ld = score_stride(kTileKeys);
         u.klo = u.lo + part * sp.part_keys;
-        u.khi = sp.parts > 1 ? std::min(u.hi + u.n_tokens - 1, u.klo + sp.part_keys - 1) : u.hi + u.n_tokens - 1;
+        u.khi = sp.parts > 1 ? std::min(unit_last, u.klo + sp.part_keys - 1) : unit_last;
         if (sp.parts > 1)
           u.partial = part_base + sp.first_partial +
                       ((static_cast<int64_t>(kvh) * slices + slice) * sp.parts + part) * per_slice;
       } else {
-        u.ld = score_stride(u.hi + u.n_tokens - u.lo);
+        u.ld = score_stride(unit_last + 1 - u.lo);
       }
       if (u.klo > u.khi && u.partial != nullptr) {
         for (int32_t r = 0; r < u.n_heads; ++r) u.partial[r].m = -INFINITY, u.partial[r].l = 0.0f;

@@ -1,5 +1,5 @@
 // Causal self-attention of chunks of new tokens against their sequences' cached keys and
-// values: FP16 rows of n_kv_heads * head_dim values, in fixed-size blocks that each
+// values (or bidirectional, for an encoder's whole sequence: AttnSeq::bidirectional): FP16 rows of n_kv_heads * head_dim values, in fixed-size blocks that each
 // sequence reaches through its block table (paged attention), or contiguous for one
 // sequence (attention_causal). Each query computes one row
 // of scores at a time (never the whole score matrix), so memory is linear in context
@@ -62,11 +62,14 @@ struct PagedKv {
 // One sequence's share of a batch: its n_tokens query rows start at token q_offset of the
 // batch's q/out; they sit at positions pos0.. and see keys 0..pos0 + t through the block
 // table (which must cover every position up to pos0 + n_tokens - 1, keys already written).
+// bidirectional (an encoder's sequence): every token sees keys 0..pos0 + n_tokens - 1,
+// the later tokens' too (no window applies).
 struct AttnSeq {
   int64_t q_offset = 0;
   int32_t n_tokens = 0;
   int32_t pos0 = 0;
   const int32_t* block_table = nullptr;
+  bool bidirectional = false;
 };
 
 // q, out: [total tokens, n_heads * head_dim]. Results do not depend on how the sequences

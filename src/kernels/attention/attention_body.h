@@ -260,7 +260,7 @@ struct Attend {
     const int32_t pos = u.hi + t;
     int32_t lo = u.window > 0 ? pos - u.window + 1 : u.lo;
     lo = lo > u.lo ? lo : u.lo;
-    const int32_t len = pos - lo + 1;
+    const int32_t len = (u.key_last >= 0 ? u.key_last : pos) - lo + 1;
     const int32_t nh = u.n_heads;
     float* rows = sc + static_cast<size_t>(t) * nh * u.ld + (lo - u.lo);
     for (int32_t h = 0; h < nh; ++h) {
@@ -286,7 +286,7 @@ struct Attend {
     const int32_t rows = u.n_tokens * u.n_heads;
     float* sc = u.scratch;
     float* rest = u.scratch + static_cast<size_t>(rows) * u.ld;
-    const int32_t khi = u.hi + u.n_tokens - 1;
+    const int32_t khi = u.key_last >= 0 ? u.key_last : u.hi + u.n_tokens - 1;
     if (u.rows_in_lanes) {
       prepare_in_lanes(u, rest);
       scores_in_lanes(u, sc, rest, u.lo, khi);
@@ -330,7 +330,8 @@ struct Attend {
         const int32_t pos = u.hi + t;
         int32_t tlo = u.window > 0 ? pos - u.window + 1 : u.lo;
         tlo = tlo > j0 ? tlo : j0;
-        const int32_t thi = pos < j1 ? pos : j1;
+        const int32_t last = u.key_last >= 0 ? u.key_last : pos;
+        const int32_t thi = last < j1 ? last : j1;
         if (tlo > thi) continue;
         const int32_t len = thi - tlo + 1;
         float* w = sc + static_cast<size_t>(t) * nh * u.ld + (tlo - j0);

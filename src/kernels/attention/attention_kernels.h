@@ -57,6 +57,9 @@ struct Unit {
   // sees keys from max(lo, hi + t - window + 1) (window > 0) or lo (window 0).
   int32_t lo = 0, hi = 0;
   int32_t window = 0;
+  // >= 0: every token sees keys up to this position (an encoder's whole sequence), not
+  // just up to its own.
+  int32_t key_last = -1;
   float scale = 1.0f;
   // > 0: each score row a token reads is soft-capped (elementwise.h's softcap) before its
   // softmax; 0 costs one comparison per row.
