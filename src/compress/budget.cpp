@@ -32,6 +32,25 @@ bool is_word(const std::string& p) {
 bool continues_char(const std::string& p) {
   return !p.empty() && (static_cast<unsigned char>(p.front()) & 0xC0) == 0x80;
 }
+// SentencePiece's space marker U+2581 as the space it stands for.
+std::string spaces_for_markers(const std::string& p) {
+  std::string out;
+  out.reserve(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p.compare(i, 3, "\xE2\x96\x81") == 0) {
+      out += ' ';
+      i += 2;
+    } else {
+      out += p[i];
+    }
+  }
+  return out;
+}
+
+bool only_spaces(const std::string& p) {
+  return !p.empty() && p.find_first_not_of(" \t") == std::string::npos;
+}
+
 bool starts_space(const std::string& p) { return !p.empty() && is_space(p.front()); }
 bool ends_space(const std::string& p) { return !p.empty() && is_space(p.back()); }
 bool has_newline(const std::string& p) { return p.find('\n') != std::string::npos; }
@@ -56,65 +75,85 @@ bool looks_like_name(const std::string& text, bool sentence_start) {
 
 std::vector<Unit> make_units(std::span<const std::string> pieces, std::span<const float> info,
                              std::span<const int32_t> sentence, Granularity granularity) {
-  const size_t n = pieces.size();
-  std::vector<Unit> words;
-  std::vector<bool> word_unit;  // per unit of `words`: a word (else punctuation)
-  for (size_t i = 0; i < n; ++i) {
-    const bool w = is_word(pieces[i]);
-    bool fresh = i == 0 || starts_space(pieces[i]) || ends_space(pieces[i - 1]) || has_newline(pieces[i]) ||
-                 has_newline(pieces[i - 1]);
-    if (continues_char(pieces[i])) {
-      fresh = false;  // never split a character
-    } else if (!fresh) {
-      const bool prev_w = is_word(pieces[i - 1]);
-      if (w != prev_w) {
-        if (!w)  // punctuation after a word: its own unit unless a word continues right after it
-          fresh = i + 1 == n || starts_space(pieces[i + 1]) || !is_word(pieces[i + 1]);
-        else  // a word after punctuation that stood alone
-          fresh = !word_unit.back();
-      }
-    }
-    if (fresh) {
-      words.push_back(Unit{static_cast<int32_t>(i), static_cast<int32_t>(i) + 1});
-      word_unit.push_back(w);
-    } else {
-      words.back().end = static_cast<int32_t>(i) + 1;
+  // Whole characters first: byte-fallback tokens that continue a character join the token
+  // that began it, and SentencePiece's U+2581 (spelled in bytes when the vocabulary lacks
+  // it) reads as the space it stands for.
+  std::vector<std::string> text;
+  std::vector<int32_t> first;  // each character group's first token
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (continues_char(pieces[i]) && !text.empty()) text.back() += pieces[i];
+    else {
+      text.push_back(pieces[i]);
+      first.push_back(static_cast<int32_t>(i));
     }
   }
-  // Flags and scores; a word is a sentence's first when no word of that sentence came before.
-  int32_t sentence_seen = -1;
-  for (size_t u = 0; u < words.size(); ++u) {
-    Unit& x = words[u];
-    std::string text;
-    double sum = 0;
-    for (int32_t t = x.begin; t < x.end; ++t) {
-      text += pieces[static_cast<size_t>(t)];
-      sum += info[static_cast<size_t>(t)];
+  for (std::string& t : text) t = spaces_for_markers(t);
+  const size_t n = text.size();
+  first.push_back(static_cast<int32_t>(pieces.size()));
+  std::vector<Unit> units;
+  std::vector<bool> word_unit;  // per unit: a word (else punctuation)
+  for (size_t i = 0; i < n; ++i) {
+    const bool w = is_word(text[i]);
+    bool fresh = granularity == Granularity::kToken || i == 0 || starts_space(text[i]) || ends_space(text[i - 1]) ||
+                 has_newline(text[i]) || has_newline(text[i - 1]);
+    // A lone space token (Gemma spells " 600" as "▁" "6" "0" "0") leads the word after
+    // it, or dropping it would glue two words together.
+    if (i > 0 && granularity == Granularity::kWord && only_spaces(text[i - 1]) && units.back().end == first[i] &&
+        units.back().begin == first[i - 1] && !has_newline(text[i]))
+      fresh = false;
+    else if (!fresh && w != is_word(text[i - 1])) {
+      if (!w)  // punctuation after a word: its own unit unless a word continues right after it
+        fresh = i + 1 == n || starts_space(text[i + 1]) || !is_word(text[i + 1]);
+      else  // a word after punctuation that stood alone
+        fresh = !word_unit.back();
     }
+    if (fresh) {
+      units.push_back(Unit{first[i], first[i + 1]});
+      word_unit.push_back(w);
+    } else {
+      if (only_spaces(text[i - 1]) && units.back().begin == first[i - 1]) word_unit.back() = w;
+      units.back().end = first[i + 1];
+    }
+  }
+  // Flags and scores. A word is its sentence's first when no word of that sentence came
+  // before; in token granularity a token takes the flags of the word it belongs to.
+  int32_t sentence_seen = -1;
+  std::string word;
+  bool word_start = false;
+  for (size_t u = 0; u < units.size(); ++u) {
+    Unit& x = units[u];
+    std::string t;
+    double sum = 0;
+    for (int32_t k = x.begin; k < x.end; ++k) {
+      t += pieces[static_cast<size_t>(k)];
+      sum += info[static_cast<size_t>(k)];
+    }
+    t = spaces_for_markers(t);
     x.score = static_cast<float>(sum / x.size());
     if (!word_unit[u]) {
-      x.structural = is_structural(text);
+      x.structural = is_structural(t);
       continue;
     }
     const int32_t s = sentence.empty() ? 0 : sentence[static_cast<size_t>(x.begin)];
-    x.name = looks_like_name(text, s != sentence_seen);
+    if (granularity == Granularity::kToken) {
+      // The word this token belongs to: from the last token that began one.
+      if (starts_space(t) || u == 0 || !word_unit[u - 1]) {
+        word.clear();
+        word_start = s != sentence_seen;
+        for (size_t v = u; v < units.size() && word_unit[v]; ++v) {
+          std::string piece;
+          for (int32_t k = units[v].begin; k < units[v].end; ++k) piece += pieces[static_cast<size_t>(k)];
+          if (v > u && starts_space(piece)) break;
+          word += piece;
+        }
+      }
+      x.name = looks_like_name(word, word_start);
+    } else {
+      x.name = looks_like_name(t, s != sentence_seen);
+    }
     sentence_seen = s;
   }
-  if (granularity == Granularity::kWord) return words;
-  std::vector<Unit> tokens;
-  tokens.reserve(n);
-  for (const Unit& x : words)
-    for (int32_t t = x.begin; t < x.end; ++t) {
-      if (t > x.begin && continues_char(pieces[static_cast<size_t>(t)])) {
-        Unit& last = tokens.back();  // a character's bytes stay together, scored by their mean
-        last.score = (last.score * static_cast<float>(last.size()) + info[static_cast<size_t>(t)]) /
-                     static_cast<float>(last.size() + 1);
-        last.end = t + 1;
-        continue;
-      }
-      tokens.push_back(Unit{t, t + 1, info[static_cast<size_t>(t)], x.structural, x.name});
-    }
-  return tokens;
+  return units;
 }
 
 std::vector<bool> select_units(std::span<const Unit> units, const BudgetOptions& o) {

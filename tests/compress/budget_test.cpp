@@ -105,16 +105,29 @@ TEST(Units, NeverSplitACharacterSpelledInBytes) {
   const std::vector<float> info = {1, 2, 4, 1, 3, 3, 3};
   const std::vector<int32_t> sent(p.size(), 0);
   const auto w = make_units(p, info, sent, Granularity::kWord);
-  // A lone lead byte cannot tell punctuation from a letter, so the quote stays with "ok".
-  ASSERT_EQ(w.size(), 2u);
+  // Characters are classified whole: the closing quote is punctuation after "ok".
+  ASSERT_EQ(w.size(), 3u);
   EXPECT_EQ(w[0].end, 3);
-  EXPECT_EQ(w[1].begin, 3);
-  EXPECT_EQ(w[1].end, 7);
+  EXPECT_EQ(w[2].begin, 4);
+  EXPECT_EQ(w[2].end, 7);
+  EXPECT_FALSE(w[2].structural);
   const auto t = make_units(p, info, sent, Granularity::kToken);
   ASSERT_EQ(t.size(), 4u);  // " caf", "é", " ok", the closing quote
   EXPECT_EQ(t[1].begin, 1);
   EXPECT_EQ(t[1].end, 3);
   EXPECT_FLOAT_EQ(t[1].score, 3.0f);
+}
+
+TEST(Units, SpaceMarkerSpelledInBytesIsASpace) {
+  // A vocabulary without U+2581 spells SentencePiece's space marker in three bytes.
+  const std::vector<std::string> p = {"a", "b", ".", "\xE2", "\x96", "\x81", "c", "d"};
+  const std::vector<float> info(p.size(), 1.0f);
+  const std::vector<int32_t> sent = {0, 0, 0, 1, 1, 1, 1, 1};
+  const auto w = make_units(p, info, sent, Granularity::kWord);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[1].begin, 2);
+  EXPECT_TRUE(w[1].structural);  // the period stays apart from the words around it
+  EXPECT_EQ(w[2].begin, 3);
 }
 
 TEST(Units, LoneIIsNoName) {
