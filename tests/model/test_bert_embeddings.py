@@ -1,8 +1,9 @@
 """BERT embeddings (all-MiniLM-L6-v2) against two independent oracles: a float64 numpy
 forward of Hugging Face's BertModel from the safetensors (tests/minilm_reference.py, with
 sentence-transformers' pooling and normalization), and llama.cpp's llama-embedding on the
-same GGUF. The GGUF is written by gguf-py under llama.cpp's tensor names, so neither
-Pagoda's converter nor its writer is involved.
+same GGUF. Two GGUFs of each type: one written by gguf-py under llama.cpp's tensor names
+(neither Pagoda's converter nor its writer involved), one by `pagoda convert` from the
+Hugging Face folder.
 
 Bars: cosine >= 0.99999 against numpy (what separates them is Pagoda's FP16 KV cache and
 ggml's tanh-form GELU table against the erf GELU), >= 0.9999 against llama.cpp; the
@@ -29,12 +30,19 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def minilm(tmp_path_factory):
+def minilm(tmp_path_factory, pagoda_bin):
     import_oracle("tokenizers")
     d = tmp_path_factory.mktemp("minilm")
     m = mr.MiniLM(mr.extract(d))
     m.f32 = m.write_gguf(d / "minilm-f32.gguf", "F32")
     m.f16 = m.write_gguf(d / "minilm-f16.gguf", "F16")
+    m.files = {"gguf-py-f32": m.f32, "gguf-py-f16": m.f16}
+    for kind in ("F32", "F16"):
+        out = d / f"minilm-convert-{kind.lower()}.gguf"
+        r = subprocess.run([str(pagoda_bin("pagoda")), "convert", str(m.folder), str(out), "--type", kind],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        m.files[f"convert-{kind.lower()}"] = out
     m.texts = d / "texts.txt"
     m.texts.write_text("\n".join(TEXTS) + "\n")
     return m
@@ -47,9 +55,9 @@ def pagoda_embed(pagoda_bin, model, texts_file, *extra):
     return np.array(json.loads(r.stdout))
 
 
-@pytest.mark.parametrize("kind", ["f32", "f16"])
+@pytest.mark.parametrize("kind", ["gguf-py-f32", "gguf-py-f16", "convert-f32", "convert-f16"])
 def test_mean_pooled_embeddings_equal_the_numpy_bert_forward(pagoda_bin, minilm, kind):
-    got = pagoda_embed(pagoda_bin, getattr(minilm, kind), minilm.texts)
+    got = pagoda_embed(pagoda_bin, minilm.files[kind], minilm.texts)
     tok = minilm.tokenizer()
     assert got.shape == (len(TEXTS), 384)
     for text, v in zip(TEXTS, got):
@@ -69,10 +77,12 @@ def test_each_pooling_is_the_forward_rows_it_names(pagoda_bin, minilm, pooling, 
         assert abs(np.linalg.norm(v) / np.linalg.norm(ref) - 1.0) < 1e-3  # not normalized: the raw scale
 
 
-def test_embeddings_agree_with_llama_embedding_on_the_same_file(pagoda_bin, llamacpp_bin, minilm):
+@pytest.mark.parametrize("kind", ["gguf-py-f16", "convert-f16"])
+def test_embeddings_agree_with_llama_embedding_on_the_same_file(pagoda_bin, llamacpp_bin, minilm, kind):
     bin_dir = require_llamacpp(llamacpp_bin, "llama-embedding", purpose="BERT embeddings")
-    got = pagoda_embed(pagoda_bin, minilm.f16, minilm.texts)
-    r = subprocess.run([str(bin_dir / "llama-embedding"), "-m", str(minilm.f16), "-f", str(minilm.texts), "-t", "2",
+    path = minilm.files[kind]
+    got = pagoda_embed(pagoda_bin, path, minilm.texts)
+    r = subprocess.run([str(bin_dir / "llama-embedding"), "-m", str(path), "-f", str(minilm.texts), "-t", "2",
                         "--embd-output-format", "array", "-c", "512", "-b", "512", "-ub", "512"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
