@@ -227,6 +227,7 @@ Result<ConvertSummary> convert_hf_model(const ConvertOptions& o, ThreadPool& poo
   auto plan_or = plan_conversion(ctx, *arch, *vocab, *target);
   if (!plan_or) return plan_or.status();
   const ConvertPlan& plan = *plan_or;
+  for (const std::string& note : vocab->notes) progress("note: " + note);
   for (const std::string& note : plan.notes) progress("note: " + note);
 
   std::vector<float> values;  // one tensor's floats, reused

@@ -1,8 +1,8 @@
 // Gemma 3 (Gemma3ForCausalLM): norms before and after attention and FFN, per-head Q/K
 // norms, tied output. HF's Gemma3RMSNorm multiplies by (1 + w); GGUF stores 1 + w, as
 // llama.cpp's converter writes it. The defaults below are the ones that converter
-// assumes where config.json leaves a key out. Gemma's own tokenizer is SentencePiece,
-// which Pagoda does not convert; a byte-level BPE tokenizer.json is taken.
+// assumes where config.json leaves a key out. The vocabulary is Gemma's SentencePiece
+// tokenizer.model (add_space_prefix false), or a byte-level BPE tokenizer.json.
 #include "convert/hf_arch.h"
 #include "convert/hf_text_model.h"
 #include "gguf/gguf_writer.h"
@@ -10,8 +10,9 @@
 namespace pagoda {
 namespace {
 
-Status write_metadata(const ConvertContext& c, HfVocab&, GgufWriter& w) {
+Status write_metadata(const ConvertContext& c, HfVocab& vocab, GgufWriter& w) {
   const HfConfig& cfg = c.config;
+  if (vocab.model == "llama") vocab.add_space_prefix = false;  // Gemma's SentencePiece model adds no dummy prefix
   PAGODA_TRY(write_text_model_keys(c, "gemma3", w));
   const auto u32_or = [&](const char* key, uint32_t fallback) -> Result<uint32_t> {
     if (!cfg.has(key)) return fallback;
@@ -64,7 +65,7 @@ Result<std::optional<TensorMapping>> map_tensor(const ConvertContext& c, const H
 extern const HfArch kHfArchGemma3 = {
     .gguf_name = "gemma3",
     .hf_classes = {"Gemma3ForCausalLM"},
-    .vocab = HfVocabKind::kByteLevelBpe,
+    .vocab = HfVocabKind::kSentencePieceOrBpe,
     .write_metadata = write_metadata,
     .map_tensor = map_tensor,
 };

@@ -1,6 +1,8 @@
 // Llama (LlamaForCausalLM): HF stores Q and K rows in the rotate-half RoPE layout; GGUF
 // wants adjacent pairs, so llama.cpp's converter permutes them, and so does this one.
 // Llama 3.1's "llama3" RoPE scaling becomes a rope_freqs tensor of per-pair factors.
+#include <filesystem>
+
 #include "convert/hf_arch.h"
 #include "convert/hf_text_model.h"
 #include "gguf/gguf_writer.h"
@@ -8,11 +10,16 @@
 namespace pagoda {
 namespace {
 
-Status write_metadata(const ConvertContext& c, HfVocab&, GgufWriter& w) {
+Status write_metadata(const ConvertContext& c, HfVocab& vocab, GgufWriter& w) {
   PAGODA_TRY(write_text_model_keys(c, "llama", w));
-  auto vocab = c.config.require_u32({"vocab_size"});
-  if (!vocab) return vocab.status();
-  w.set_u32("llama.vocab_size", *vocab);
+  auto tc = read_optional_json_file((std::filesystem::path(c.dir) / "tokenizer_config.json").string());
+  if (!tc) return tc.status();
+  if (tc->has_value() && (*tc)->is_object())
+    if (auto it = (*tc)->find("add_prefix_space"); it != (*tc)->end() && it->is_boolean())
+      vocab.add_space_prefix = it->get<bool>();
+  auto n_vocab = c.config.require_u32({"vocab_size"});
+  if (!n_vocab) return n_vocab.status();
+  w.set_u32("llama.vocab_size", *n_vocab);
   uint32_t rope_dim = 0;
   if (c.config.has("head_dim")) {
     auto hd = c.config.require_u32({"head_dim"});
@@ -38,7 +45,7 @@ Result<std::optional<TensorMapping>> map_tensor(const ConvertContext& c, const H
 extern const HfArch kHfArchLlama = {
     .gguf_name = "llama",
     .hf_classes = {"LlamaForCausalLM"},
-    .vocab = HfVocabKind::kByteLevelBpe,
+    .vocab = HfVocabKind::kSentencePieceOrBpe,
     .write_metadata = write_metadata,
     .map_tensor = map_tensor,
     .extra_tensors = llama3_rope_freqs,

@@ -20,7 +20,7 @@ Result<std::optional<TensorMapping>> map_tensor(const ConvertContext& c, const H
 extern const HfArch kHfArchQwen2 = {
     .gguf_name = "qwen2",
     .hf_classes = {"Qwen2ForCausalLM"},
-    .vocab = HfVocabKind::kByteLevelBpe,
+    .vocab = HfVocabKind::kSentencePieceOrBpe,
     .write_metadata = write_metadata,
     .map_tensor = map_tensor,
 };

@@ -20,7 +20,7 @@ Result<std::optional<TensorMapping>> map_tensor(const ConvertContext& c, const H
 extern const HfArch kHfArchQwen3 = {
     .gguf_name = "qwen3",
     .hf_classes = {"Qwen3ForCausalLM"},
-    .vocab = HfVocabKind::kByteLevelBpe,
+    .vocab = HfVocabKind::kSentencePieceOrBpe,
     .write_metadata = write_metadata,
     .map_tensor = map_tensor,
 };

@@ -1,13 +1,16 @@
 #include "convert/hf_vocab.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 
 #include "base/printable.h"
+#include "base/mapped_file.h"
 #include "convert/hf_config.h"
+#include "convert/hf_sentencepiece.h"
 #include "gguf/gguf_writer.h"
 
 namespace pagoda {
@@ -104,10 +107,13 @@ class SpecialVocab {
   SpecialVocab(const json& tj, json tc, const HfConfig& config, std::optional<size_t> n_vocab)
       : tj_(tj), tc_(std::move(tc)), config_(config), n_vocab_(n_vocab) {}
 
+  // tj: tokenizer.json, or null when the folder has none (a SentencePiece-only folder).
   void load(const std::string& dir, HfVocab& out) {
-    parse_normalizer(tj_.value("normalizer", json()), out);
-    const json added = tj_.value("added_tokens", json::array());
-    from_post_processor();
+    const json added = tj_.is_object() ? tj_.value("added_tokens", json::array()) : json::array();
+    if (tj_.is_object()) {
+      parse_normalizer(tj_.value("normalizer", json()), out);
+      from_post_processor();
+    }
     if (tc_.is_object() && !tc_.empty()) {
       chat_template(dir, out);
       for (const std::string& typ : types_) {
@@ -323,22 +329,108 @@ Result<std::string> detect_bpe_pre(const json& pt) {
       printable(pt.dump(), 160));
 }
 
+namespace {
+
+// The tokens of tokenizer.model as llama.cpp's _create_vocab_sentencepiece lists them:
+// SentencePiece's types (user-defined pieces count as normal), then added_tokens.json
+// and tokenizer_config's added_tokens_decoder on top (score -1000; CONTROL when special
+// or control-looking, else USER_DEFINED), padded with [PADi] to config's vocab_size.
+Status sentencepiece_tokens(const std::string& dir, const std::vector<SpmPiece>& pieces, const HfConfig& config,
+                            const json& tc, HfVocab& v) {
+  namespace fs = std::filesystem;
+  int64_t n_vocab = static_cast<int64_t>(pieces.size());
+  if (auto cfg = config.find_int({"vocab_size_per_layer_input", "vocab_size"}); cfg && *cfg > 0) n_vocab = *cfg;
+  if (n_vocab > (int64_t{1} << 31)) return error("{}: vocab_size {} is too large", config.path(), n_vocab);
+  v.model = "llama";
+  v.pre = "default";
+  v.tokens.resize(static_cast<size_t>(n_vocab));
+  for (int64_t i = 0; i < n_vocab; ++i) v.tokens[static_cast<size_t>(i)] = fmt::format("[PAD{}]", i);
+  v.scores.assign(static_cast<size_t>(n_vocab), -10000.0f);
+  v.types.assign(static_cast<size_t>(n_vocab), kTokUnused);
+  for (size_t i = 0; i < pieces.size() && i < static_cast<size_t>(n_vocab); ++i) {
+    v.tokens[i] = pieces[i].piece;
+    v.scores[i] = pieces[i].score;
+    const int32_t t = pieces[i].type;
+    v.types[i] = t == 2 ? kTokUnknown : t == 3 ? kTokControl : t == 5 ? kTokUnused : t == 6 ? kTokByte : kTokNormal;
+  }
+  const auto in_range = [&](int64_t id) { return id >= 0 && id < n_vocab; };
+  auto added = read_optional_json_file((fs::path(dir) / "added_tokens.json").string());
+  if (!added) return added.status();
+  if (added->has_value() && (*added)->is_object())
+    for (const auto& [text, id] : (*added)->items())
+      if (id.is_number_integer() && in_range(id.get<int64_t>())) {
+        const auto i = static_cast<size_t>(id.get<int64_t>());
+        v.tokens[i] = text;
+        v.scores[i] = -1000.0f;
+        v.types[i] = kTokUserDefined;
+      }
+  if (tc.is_object())
+    if (auto dec = tc.find("added_tokens_decoder"); dec != tc.end() && dec->is_object())
+      for (const auto& [key, entry] : dec->items()) {
+        int64_t id = -1;
+        const auto [p, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+        if (ec != std::errc() || p != key.data() + key.size() || !in_range(id) || !entry.is_object()) continue;
+        std::string text = str_or_empty(entry, "content");
+        const auto i = static_cast<size_t>(id);
+        if (bool_or(entry, "special", false) || looks_special(text)) {
+          v.types[i] = kTokControl;
+        } else {
+          for (size_t q = 0; (q = text.find(kPhantomSpace, q)) != std::string::npos;)
+            text.replace(q, kPhantomSpace.size(), " ");
+          v.types[i] = kTokUserDefined;
+        }
+        v.scores[i] = -1000.0f;
+        v.tokens[i] = std::move(text);
+      }
+  v.hf_token_count = v.tokens.size();
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<HfVocab> read_hf_vocab_json(const std::string& dir, const HfConfig& config, HfVocabKind kind, const json& tj,
+                                   const json& tc_json);
+
 Result<HfVocab> read_hf_vocab(const std::string& dir, const HfConfig& config, HfVocabKind kind) {
   namespace fs = std::filesystem;
   const std::string tj_path = (fs::path(dir) / "tokenizer.json").string();
-  auto tj_or = read_json_file(tj_path);
-  if (!tj_or) {
-    std::error_code ec;
-    if (!fs::exists(tj_path, ec) && fs::exists(fs::path(dir) / "tokenizer.model", ec))
-      return error("{}: missing; only tokenizer.model (SentencePiece) is there, which Pagoda does not convert",
-                   tj_path);
-    return tj_or.status();
-  }
-  const json& tj = *tj_or;
-  if (!tj.is_object()) return error("{}: not a JSON object", tj_path);
   auto tc = read_optional_json_file((fs::path(dir) / "tokenizer_config.json").string());
   if (!tc) return tc.status();
   const json tc_json = tc->has_value() && (*tc)->is_object() ? **tc : json();
+  auto tj_opt = read_optional_json_file(tj_path);
+  if (!tj_opt) return tj_opt.status();
+
+  // llama.cpp's converter reads tokenizer.model first for the decoder families.
+  const std::string spm_path = (fs::path(dir) / "tokenizer.model").string();
+  std::error_code ec;
+  if (kind == HfVocabKind::kSentencePieceOrBpe && fs::exists(spm_path, ec)) {
+    auto file = MappedFile::open(spm_path);
+    if (!file) return file.status();
+    auto pieces = parse_sentencepiece_model(file->data(), file->size(), spm_path);
+    if (pieces) {
+      HfVocab v;
+      PAGODA_TRY(sentencepiece_tokens(dir, *pieces, config, tc_json, v));
+      const json tj = tj_opt->has_value() ? **tj_opt : json();
+      SpecialVocab special(tj, tc_json, config, v.tokens.size());
+      special.load(dir, v);
+      return v;
+    }
+    if (!tj_opt->has_value()) return pieces.status();
+    // Llama 3 ships a tiktoken file under that name; its tokenizer.json is the vocabulary.
+    auto bpe = read_hf_vocab_json(dir, config, kind, **tj_opt, tc_json);
+    if (!bpe) return bpe.status();
+    bpe->notes.push_back(fmt::format("{}; the vocabulary comes from tokenizer.json", pieces.status().message()));
+    return bpe;
+  }
+  if (!tj_opt->has_value()) return error("{}: no such file", tj_path);
+  return read_hf_vocab_json(dir, config, kind, **tj_opt, tc_json);
+}
+
+Result<HfVocab> read_hf_vocab_json(const std::string& dir, const HfConfig& config, HfVocabKind kind, const json& tj,
+                                   const json& tc_json) {
+  namespace fs = std::filesystem;
+  const std::string tj_path = (fs::path(dir) / "tokenizer.json").string();
+  if (!tj.is_object()) return error("{}: not a JSON object", tj_path);
 
   const auto model = tj.find("model");
   if (model == tj.end() || !model->is_object()) return error("{}: 'model' is missing", tj_path);
@@ -421,7 +513,7 @@ Result<HfVocab> read_hf_vocab(const std::string& dir, const HfConfig& config, Hf
     v.tokens.push_back(kind == HfVocabKind::kWordPiece ? phantom_piece(piece, type) : piece);
     v.types.push_back(type);
   }
-  if (kind == HfVocabKind::kByteLevelBpe) {
+  if (kind == HfVocabKind::kSentencePieceOrBpe) {
     const auto merges = model->find("merges");
     if (merges == model->end() || !merges->is_array() || merges->empty())
       return error("{}: model.merges is missing or empty (a byte-level BPE vocabulary needs its merges)", tj_path);
@@ -443,10 +535,12 @@ void write_vocab(const HfVocab& v, GgufWriter& w) {
   w.set_string("tokenizer.ggml.model", v.model);
   w.set_string("tokenizer.ggml.pre", v.pre);
   w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  if (!v.scores.empty()) w.set_f32_array("tokenizer.ggml.scores", v.scores);
   w.set_i32_array("tokenizer.ggml.token_type", v.types);
   if (!v.merges.empty()) w.set_string_array("tokenizer.ggml.merges", v.merges);
   for (const auto& [key, id] : v.special_ids) w.set_u32("tokenizer.ggml." + key, id);
   for (const auto& [key, on] : v.add_flags) w.set_bool("tokenizer.ggml." + key, on);
+  if (v.add_space_prefix) w.set_bool("tokenizer.ggml.add_space_prefix", *v.add_space_prefix);
   if (v.chat_template) w.set_string("tokenizer.chat_template", *v.chat_template);
   if (v.lowercase) w.set_bool("tokenizer.ggml.normalizer.lowercase", *v.lowercase);
   if (v.strip_accents) w.set_bool("tokenizer.ggml.normalizer.strip_accents", *v.strip_accents);

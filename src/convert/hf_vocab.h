@@ -2,10 +2,11 @@
 // ids) as the GGUF vocabulary keys llama.cpp's converter writes: the token list with
 // llama.cpp's token types, the merges, tokenizer.ggml.pre, the special token ids and
 // add_* flags as gguf-py's SpecialVocab derives them, the normalizer flags and the chat
-// template. Two kinds are read: WordPiece (BERT; pieces rewritten to llama.cpp's
-// "phantom space" form) and byte-level BPE (GPT-2, Llama 3, Qwen2 pre-tokenizers, told
-// apart by the pre_tokenizer of tokenizer.json); anything else is refused with a message
-// saying what was found. Reading costs one parse of tokenizer.json (a few MB); the result
+// template. Three kinds are read: WordPiece (BERT; pieces rewritten to llama.cpp's
+// "phantom space" form), SentencePiece (tokenizer.model, as llama.cpp's converter reads
+// it first for the decoder families) and byte-level BPE (GPT-2, Llama 3, Qwen2
+// pre-tokenizers, told apart by the pre_tokenizer of tokenizer.json); anything else is
+// refused with a message saying what was found. Reading costs one parse of tokenizer.json (a few MB); the result
 // is a plain value.
 #pragma once
 
@@ -35,13 +36,18 @@ enum HfTokenType : int32_t {
   kTokByte = 6,
 };
 
-enum class HfVocabKind { kWordPiece, kByteLevelBpe };
+enum class HfVocabKind {
+  kWordPiece,
+  // tokenizer.model when it is a SentencePiece model, else tokenizer.json's byte-level BPE.
+  kSentencePieceOrBpe,
+};
 
 struct HfVocab {
-  std::string model;  // tokenizer.ggml.model: "bert" or "gpt2"
+  std::string model;  // tokenizer.ggml.model: "bert", "llama" (SentencePiece) or "gpt2"
   std::string pre;    // tokenizer.ggml.pre
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
+  std::vector<float> scores;  // SentencePiece only
   size_t hf_token_count = 0;        // entries of model.vocab plus added_tokens (before padding)
   std::vector<std::string> merges;  // "a b", spaces inside a part written as U+0120
   // (GGUF key, id) in the order SpecialVocab sets them: "bos_token_id", "seperator_token_id" ...
@@ -51,6 +57,8 @@ struct HfVocab {
   std::optional<bool> lowercase, strip_accents;
   std::optional<std::string> chat_template;
   std::optional<uint32_t> token_type_count;  // BERT's type_vocab_size
+  std::optional<bool> add_space_prefix;      // tokenizer.ggml.add_space_prefix
+  std::vector<std::string> notes;            // for the user: what was chosen and why
 };
 
 // llama.cpp's phantom-space form of a WordPiece piece: control tokens stay as they are,
