@@ -106,3 +106,63 @@ def test_a_tiktoken_file_named_tokenizer_model_falls_back_to_tokenizer_json(tmp_
     (m / "tokenizer.model").write_text("IQ== 0\nIg== 1\nIw== 2\n")
     r = run_convert(pagoda_bin("pagoda"), m, tmp_path / "o.gguf")
     assert "not a SentencePiece model" in r.stderr.decode() and "tokenizer.json" in r.stderr.decode()
+
+
+def test_gemma3_270m_round_trip(gemma_vocab, tmp_path, pagoda_bin):
+    """The whole Gemma 3 270M: its GGUF (F32) written out as the Hugging Face folder it came
+    from (norms back to w, the stored 1 + w minus one), converted again: every tensor, the
+    hyper-parameter keys and 16 greedy tokens must come back."""
+    gguf = import_oracle("gguf")
+    from convert_test_util import gguf_tensor
+    reader = gguf.GGUFReader(GEMMA)
+    f = gemma_vocab
+    folder = tmp_path / "gemma-3-270m"
+    folder.mkdir()
+    write_tokenizer_files(folder, f)
+    a = "gemma3"
+    config = {"architectures": ["Gemma3ForCausalLM"], "hidden_size": f[f"{a}.embedding_length"],
+              "intermediate_size": f[f"{a}.feed_forward_length"], "num_hidden_layers": f[f"{a}.block_count"],
+              "num_attention_heads": f[f"{a}.attention.head_count"],
+              "num_key_value_heads": f[f"{a}.attention.head_count_kv"], "head_dim": f[f"{a}.attention.key_length"],
+              "max_position_embeddings": f[f"{a}.context_length"],
+              "sliding_window": f[f"{a}.attention.sliding_window"], "sliding_window_pattern": 6,
+              "rope_theta": f[f"{a}.rope.freq_base"], "rope_local_base_freq": 10000.0,
+              "rms_norm_eps": float(np.float32(f[f"{a}.attention.layer_norm_rms_epsilon"])),
+              "query_pre_attn_scalar": 256, "vocab_size": len(f["tokenizer.ggml.tokens"]), "bos_token_id": 2,
+              "eos_token_id": 1, "pad_token_id": 0}
+    (folder / "config.json").write_text(json.dumps(config))
+    names = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "attn_norm": "input_layernorm",
+             "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+             "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+             "post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
+             "post_ffw_norm": "post_feedforward_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+             "ffn_down": "mlp.down_proj"}
+    tensors, shifted = {}, {}
+    for t in reader.tensors:
+        parts = t.name.split(".")
+        if parts[0] == "blk":
+            hf = f"model.layers.{parts[1]}.{names[parts[2]]}.{parts[3]}"
+        else:
+            hf = f"{names[parts[0]]}.{parts[1]}"
+        w = gguf_tensor(t)
+        if t.name.endswith("norm.weight"):
+            w = w - np.float32(1)
+            shifted[t.name] = w + np.float32(1)  # what the converter must write back
+        tensors[hf] = w
+    write_safetensors(folder / "model.safetensors", tensors)
+    del tensors
+    out = tmp_path / "gemma-converted.gguf"
+    run_convert(pagoda_bin("pagoda"), folder, out, "--type", "F32")
+    conv = gguf.GGUFReader(out)
+    got = {t.name: t for t in conv.tensors}
+    assert set(got) == {t.name for t in reader.tensors}
+    for t in reader.tensors:
+        want = shifted[t.name] if t.name in shifted else gguf_tensor(t)
+        np.testing.assert_array_equal(gguf_tensor(got[t.name]), want, err_msg=t.name)
+    c = gguf_fields(conv)
+    for k, v in f.items():
+        if k.startswith("gemma3."):
+            assert c[k] == pytest.approx(v, rel=1e-6), k
+    from test_convert_decoders import greedy
+    assert greedy(pagoda_bin("pagoda"), out, tmp_path / "b.json") == greedy(pagoda_bin("pagoda"), GEMMA,
+                                                                          tmp_path / "a.json")
