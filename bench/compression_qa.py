@@ -187,7 +187,8 @@ def make_questions(pid: int, passage: str, per_passage: int) -> list[dict]:
                 continue
             n = len(s.split())
             cands = blank_candidates(s)
-            if not 8 <= n <= 45 or not cands:
+            # Headings and title lines (words in capitals) are no sentences to ask about.
+            if not 8 <= n <= 45 or not cands or re.search(r"\b[A-Z]{3,}\b", s):
                 continue
             # Prefer the rarest entity in the passage: a blank with one right answer.
             answer = min(cands, key=lambda w: (passage.count(w), -len(w)))
@@ -223,8 +224,18 @@ def norm(s: str) -> str:
     return " ".join(s.split()[:3])
 
 
-def agrees(a: str, b: str) -> bool:
+def agrees_exactly(a: str, b: str) -> bool:
     return norm(a) == norm(b)
+
+
+def agrees(a: str, b: str) -> bool:
+    # The same answer, or one the other with words added ("Instructor" and "Head
+    # Instructor"): both point at the same place in the passage.
+    x, y = norm(a).split(), norm(b).split()
+    if not x or not y:
+        return x == y
+    short, long = (x, y) if len(x) <= len(y) else (y, x)
+    return any(long[i:i + len(short)] == short for i in range(len(long) - len(short) + 1))
 
 
 def correct(answer: str, gold: str) -> bool:
@@ -307,6 +318,7 @@ def summarize(rows: list[dict], ratios: list[float]) -> dict:
         name = f"{1 / r:g}x"
         out[name] = {
             "agreement": sum(agrees(x[k]["text"], x["full"]["text"]) for x in rows) / n,
+            "agreement_exact": sum(agrees_exactly(x[k]["text"], x["full"]["text"]) for x in rows) / n,
             "accuracy": sum(correct(x[k]["text"], x["answer"]) for x in rows) / n,
             "achieved_ratio": statistics.mean(x[k]["compressed_tokens"] / x[k]["origin_tokens"] for x in rows),
             "compress_share_of_prefill": sum(x[k]["compress_seconds"] for x in rows) / prefill,

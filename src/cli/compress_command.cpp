@@ -32,7 +32,7 @@ struct CompressArgs {
   double name_share = 0.3;
   bool json = false;
   int32_t threads = 0;
-  int32_t logits_mib = 16;
+  int32_t logits_mib = 64;
 };
 
 Result<std::string> read_text(const std::string& path) {
@@ -106,7 +106,7 @@ Subcommand add_compress_command(CLI::App& app) {
   sub->add_option("--name-share", args->name_share,
                   "Share of the budget that protects numbers and capitalized names (default 0.3)");
   sub->add_option("--logits-mib", args->logits_mib,
-                  "Logits held at once while scoring, MiB (default 16: 16 rows of a 262k vocabulary)");
+                  "Logits held at once while scoring, MiB (default 64: 64 rows of a 262k vocabulary)");
   add_threads_option(*sub, args->threads);
   sub->add_flag("--json", args->json, "Print one JSON object: compressed_prompt, token counts, ratio, seconds");
   return {"compress", sub, [args] { return run_compress(*args); }};

@@ -32,7 +32,7 @@ struct CompressOptions {
   bool iterative = false;
   int32_t segment_tokens = 256;  // iterative: the size of a segment
   double name_share = 0.3;       // budget.h
-  size_t logits_budget_bytes = size_t{16} << 20;
+  size_t logits_budget_bytes = size_t{64} << 20;
 };
 
 struct CompressResult {

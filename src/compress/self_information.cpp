@@ -55,17 +55,21 @@ void ScorerSession::truncate(size_t n) {
 
 Result<std::vector<float>> ScorerSession::score(std::span<const int32_t> tokens) {
   const size_t start = history_.size();
-  if (Status st = append(tokens); !st) return st;
+  if (start + tokens.size() > static_cast<size_t>(capacity_))
+    return error("the scorer session holds {} tokens; {} more do not fit", capacity_, tokens.size());
+  const int32_t V = model_->config().n_vocab;
+  for (int32_t t : tokens)
+    if (t < 0 || t >= V) return error("token id {} is outside the scorer's vocabulary of {}", t, V);
   std::vector<float> out(tokens.size(), std::numeric_limits<float>::infinity());
   if (tokens.empty()) return out;
-  // Row of position p predicts history_[p + 1]: positions start-1 .. end-2 predict the
-  // new tokens (the first has no row when nothing precedes it).
+  // Everything before the last old token runs without logits (once); the row of
+  // position p predicts history_[p + 1], so positions start-1 .. end-2 predict the new
+  // tokens (the first has no row when nothing precedes it).
+  if (Status st = sync(); !st) return st;
+  history_.insert(history_.end(), tokens.begin(), tokens.end());
   const size_t first = start > 0 ? start - 1 : 0;
   const size_t last = history_.size() - 1;  // exclusive
-  // sync() has run everything before `last`; rewind to `first` so its row is produced
-  // (rewriting a position's keys/values with what they already hold).
   kv_len_ = std::min(kv_len_, first);
-  const int32_t V = model_->config().n_vocab;
   std::span<const int32_t> h(history_);
   for (size_t p = first; p < last; p += static_cast<size_t>(piece_rows_)) {
     const size_t n = std::min(static_cast<size_t>(piece_rows_), last - p);
