@@ -98,9 +98,10 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
 
-    def compress(self, prompt: str, ratio: float, question: str = "") -> dict:
+    def compress(self, prompt: str, ratio: float, question: str = "", question_words: bool = True) -> dict:
         t0 = time.perf_counter()
-        r = self.http.post("/v1/compress", json={"prompt": prompt, "question": question, "ratio": ratio})
+        r = self.http.post("/v1/compress", json={"prompt": prompt, "question": question, "ratio": ratio,
+                                                 "question_words": question_words})
         r.raise_for_status()
         j = r.json()
         j["wall"] = time.perf_counter() - t0
@@ -252,6 +253,8 @@ def main() -> int:
     ap.add_argument("--per-passage", type=int, default=4)
     ap.add_argument("--ratios", default="0.5,0.25")
     ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--no-question-words", action="store_true",
+                    help="compress without protecting the passage's words that repeat the question's")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0, help="answer only the first N questions (0: all)")
     ap.add_argument("--qa-out", type=Path, default=CACHE / "eval" / "botchan_qa.json")
@@ -284,7 +287,7 @@ def main() -> int:
             full = server.answer(passage + "\n\n" + q["question"], a.max_tokens)
             row["full"] = full
             for r in ratios:
-                c = server.compress(passage, r, q["question"])
+                c = server.compress(passage, r, q["question"], not a.no_question_words)
                 ans = server.answer(c["compressed_prompt"], a.max_tokens)
                 row[f"r{r}"] = {**ans, "compress_seconds": c["wall"], "compress_server_seconds": c["seconds"],
                                 "origin_tokens": c["origin_tokens"], "compressed_tokens": c["compressed_tokens"],

@@ -28,6 +28,7 @@ struct CompressArgs {
   std::string granularity = "word";
   double ratio = 0.5;
   bool iterative = false;
+  bool no_question_words = false;
   int32_t segment_tokens = 256;
   double name_share = 0.3;
   bool json = false;
@@ -66,6 +67,7 @@ int run_compress(const CompressArgs& a) {
   CompressOptions o;
   o.ratio = a.ratio;
   o.iterative = a.iterative;
+  o.protect_question_words = !a.no_question_words;
   o.segment_tokens = a.segment_tokens;
   o.name_share = a.name_share;
   o.logits_budget_bytes = static_cast<size_t>(std::max(a.logits_mib, 1)) << 20;
@@ -101,6 +103,8 @@ Subcommand add_compress_command(CLI::App& app) {
   sub->add_option("--instruction", args->instruction, "Kept whole, before the context");
   sub->add_flag("--iterative", args->iterative,
                 "Score the context segment by segment, each conditioned on the compressed text before it");
+  sub->add_flag("--no-question-words", args->no_question_words,
+                "Do not protect the context's words that repeat the question's");
   sub->add_option("--segment-tokens", args->segment_tokens, "Iterative: tokens per segment (whole sentences)");
   sub->add_option("--granularity", args->granularity, "Drop whole words (word, default) or single tokens (token)");
   sub->add_option("--name-share", args->name_share,

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <span>
+#include <unordered_set>
 
 #include "base/timer.h"
 #include "compress/self_information.h"
@@ -49,6 +51,32 @@ std::vector<std::pair<size_t, size_t>> segments_of(std::span<const int32_t> sent
   return out;
 }
 
+// The question's words of four letters or more, lower-cased: the context's words that
+// repeat them are what the question is about (LongLLMLingua's question-aware idea, in its
+// cheapest form), so they are protected as names are.
+std::unordered_set<std::string> question_words(std::string_view question) {
+  std::unordered_set<std::string> out;
+  std::string w;
+  for (size_t i = 0; i <= question.size(); ++i) {
+    const char c = i < question.size() ? question[i] : ' ';
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      continue;
+    }
+    if (w.size() >= 4) out.insert(w);
+    w.clear();
+  }
+  return out;
+}
+
+std::string unit_word(std::span<const std::string> pieces, const Unit& u) {
+  std::string w;
+  for (int32_t t = u.begin; t < u.end; ++t)
+    for (char c : pieces[static_cast<size_t>(t)])
+      if (std::isalnum(static_cast<unsigned char>(c))) w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return w;
+}
+
 }  // namespace
 
 Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, const PromptParts& parts,
@@ -80,6 +108,7 @@ Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, cons
     }
     const auto segments =
         o.iterative ? segments_of(sentence, o.segment_tokens) : std::vector<std::pair<size_t, size_t>>{{0, ids.size()}};
+    const auto asked = o.protect_question_words ? question_words(parts.question) : std::unordered_set<std::string>();
     std::vector<int32_t> kept;
     const double share = static_cast<double>(ctx_target) / n_ctx;
     for (size_t g = 0; g < segments.size(); ++g) {
@@ -90,6 +119,10 @@ Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, cons
       if (!info) return info.status();
       auto units = make_units(std::span<const std::string>(pieces).subspan(b, e - b), *info,
                               std::span<const int32_t>(sentence).subspan(b, e - b), o.granularity);
+      if (!asked.empty() && o.granularity == Granularity::kWord)
+        for (Unit& u : units)
+          if (!u.structural && asked.count(unit_word(std::span<const std::string>(pieces).subspan(b, e - b), u)))
+            u.name = true;
       // Each segment's target carries the rounding of those before it.
       BudgetOptions bo;
       bo.target_tokens = static_cast<int32_t>(std::lround(share * static_cast<double>(e))) -

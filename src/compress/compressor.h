@@ -6,7 +6,8 @@
 // lines. Iterative mode scores the context segment by segment (runs of sentences of about
 // segment_tokens), each conditioned on the already-compressed text before it, as
 // LLMLingua's iterative token-level compression does; it costs about (1 + ratio) forward
-// passes over the context instead of one.
+// passes over the context instead of one. Context words that repeat the question's are
+// protected like names (a cheap form of LongLLMLingua's question awareness).
 //
 // Token counts are in the scorer's tokens (the model that will answer may count
 // differently). Cost: the scorer's forward pass over the context with every row's
@@ -32,6 +33,9 @@ struct CompressOptions {
   bool iterative = false;
   int32_t segment_tokens = 256;  // iterative: the size of a segment
   double name_share = 0.3;       // budget.h
+  // Context words that repeat a question word (four letters or more) are protected as
+  // names are, within the same share (word granularity only).
+  bool protect_question_words = true;
   size_t logits_budget_bytes = size_t{64} << 20;
 };
 

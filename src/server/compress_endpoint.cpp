@@ -116,9 +116,11 @@ std::variant<std::string, ApiError> serve_compress(const ServerContext& ctx, con
     if (!it->is_string()) return ApiError::bad_request(fmt::format("'{}': must be a string", name), name);
     *out = it->get<std::string>();
   }
-  if (auto it = j.find("iterative"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean()) return ApiError::bad_request("'iterative': must be true or false", "iterative");
-    o.iterative = it->get<bool>();
+  for (auto [name, out] : {std::pair{"iterative", &o.iterative}, std::pair{"question_words", &o.protect_question_words}}) {
+    auto it = j.find(name);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_boolean()) return ApiError::bad_request(fmt::format("'{}': must be true or false", name), name);
+    *out = it->get<bool>();
   }
   auto p = j.find("prompt");
   auto m = j.find("messages");

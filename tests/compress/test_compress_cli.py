@@ -117,3 +117,20 @@ def test_gemma_drops_whole_words_and_keeps_names(pagoda_bin, tmp_path):
     assert len(kept) >= 0.9 * len(names), names - kept
     common = re.findall(r"\b(?:the|a|of|to|and)\b", text)
     assert len(re.findall(r"\b(?:the|a|of|to|and)\b", context)) < 0.6 * len(common)
+
+
+def test_tiny_question_words_are_protected(pagoda_bin, tiny, tmp_path):
+    question = "Why did the neighbour wrestle near the chestnut fence?"
+    asked = {"neighbour", "wrestled", "chestnut", "fence"} & set(re.findall(r"[a-z]+", TEXT))
+    # The tiny vocabulary spells words letter by letter: a share of 0.6 leaves room for
+    # the names and these words.
+    r = compress(pagoda_bin, tiny, "--ratio", "0.5", "--name-share", "0.6", "--json", "--question", question,
+                 tmp_path=tmp_path)
+    context = json.loads(r.stdout)["compressed_prompt"][:-len(question)]
+    got = set(re.findall(r"[a-z]+", context))
+    assert {"neighbour", "chestnut", "fence"} <= got, got
+    r = compress(pagoda_bin, tiny, "--ratio", "0.5", "--name-share", "0.6", "--json", "--question", question,
+                 "--no-question-words",
+                 tmp_path=tmp_path)
+    context = json.loads(r.stdout)["compressed_prompt"][:-len(question)]
+    assert not {"neighbour", "chestnut", "fence"} <= set(re.findall(r"[a-z]+", context)), asked

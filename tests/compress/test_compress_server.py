@@ -100,6 +100,7 @@ def test_chat_option_applies_what_the_endpoint_gives(client, server):
     ({"messages": [], "ratio": 0.5}, "messages"),
     ({"messages": [{"role": "system", "content": "x"}], "ratio": 0.5}, "messages"),
     ({"prompt": CONTEXT, "iterative": "yes"}, "iterative"),
+    ({"prompt": CONTEXT, "question_words": 1}, "question_words"),
 ])
 def test_compress_endpoint_bad_input_is_a_400_naming_the_field(server, body, param):
     r = server.post("/v1/compress", json=body)
