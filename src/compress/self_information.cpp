@@ -69,7 +69,6 @@ Result<std::vector<float>> ScorerSession::score(std::span<const int32_t> tokens)
   history_.insert(history_.end(), tokens.begin(), tokens.end());
   const size_t first = start > 0 ? start - 1 : 0;
   const size_t last = history_.size() - 1;  // exclusive
-  kv_len_ = std::min(kv_len_, first);
   std::span<const int32_t> h(history_);
   for (size_t p = first; p < last; p += static_cast<size_t>(piece_rows_)) {
     const size_t n = std::min(static_cast<size_t>(piece_rows_), last - p);

@@ -101,6 +101,18 @@ TEST_F(SelfInformationTest, ScoresContinueTheSequenceAndTruncateRewinds) {
   other.insert(other.end(), tail.begin(), tail.end());
   const auto want2 = reference(other);
   for (size_t i = 0; i < tail.size(); ++i) EXPECT_NEAR((*c)[i], want2[10 + i], 1e-4);
+  // Rewind again and append (unscored) before scoring: the appended tokens must replace
+  // what the cache held at their positions.
+  s->truncate(10);
+  std::vector<int32_t> third(tokens.begin(), tokens.begin() + 10);
+  const std::vector<int32_t> ctx = {50, 60, 70}, more = {80, 90, 110, 120};
+  ASSERT_TRUE(s->append(ctx).is_ok());
+  auto d = s->score(more);
+  ASSERT_TRUE(d.is_ok());
+  third.insert(third.end(), ctx.begin(), ctx.end());
+  third.insert(third.end(), more.begin(), more.end());
+  const auto want3 = reference(third);
+  for (size_t i = 0; i < more.size(); ++i) EXPECT_NEAR((*d)[i], want3[13 + i], 1e-4);
 }
 
 TEST_F(SelfInformationTest, RefusesWhatDoesNotFit) {
