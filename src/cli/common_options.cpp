@@ -5,6 +5,9 @@
 
 #include <climits>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace pagoda {
 
@@ -61,6 +64,16 @@ void add_generation_options(CLI::App& sub, SamplingParams& sp, int64_t& seed, st
   sub.add_option("-s,--seed", seed, "RNG seed (-1: random)");
   sub.add_option("--stop", stop, "Stop string: generation ends where it first appears, without it (repeatable)")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+Result<std::string> read_text_file(const std::string& path, const std::string& flag) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return error("{}: cannot read {}: it is a directory", flag, path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return error("{}: cannot read {}", flag, path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
 }
 
 }  // namespace pagoda

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "sampling/params.h"
 
 namespace CLI {
@@ -24,5 +25,9 @@ void add_predict_option(CLI::App& sub, int32_t& n_predict, const std::string& me
 // llama.cpp's names: --temp, --top-k, --top-p, --min-p, the penalties, -s/--seed (-1:
 // random), and --stop (repeatable).
 void add_generation_options(CLI::App& sub, SamplingParams& sp, int64_t& seed, std::vector<std::string>& stop);
+
+// A text file's bytes, as -f/--file reads it; a directory (which an ifstream opens and
+// reads as nothing) or an unreadable path is an error naming `flag`.
+Result<std::string> read_text_file(const std::string& path, const std::string& flag);
 
 }  // namespace pagoda

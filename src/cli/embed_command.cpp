@@ -9,9 +9,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include "cli/commands.h"
@@ -100,13 +97,9 @@ int run_embed(const EmbedArgs& a) {
   if (a.normalize < -1) return fail(error("--embd-normalize {} is not -1 (none), 0, 1, 2 or p > 2", a.normalize));
   std::string text = a.prompt;
   if (!a.file.empty()) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(a.file, ec)) return fail(error("-f: {} is a directory", a.file));
-    std::ifstream in(a.file, std::ios::binary);
-    if (!in) return fail(error("-f: cannot read {}", a.file));
-    std::stringstream buf;
-    buf << in.rdbuf();
-    text = buf.str();
+    auto read = read_text_file(a.file, "-f");
+    if (!read) return fail(read.status());
+    text = std::move(read.value());
   }
   const std::vector<std::string> inputs = split_inputs(text, a.separator);
   if (inputs.empty()) return fail(error("no inputs: every piece between separators is empty"));

@@ -95,15 +95,9 @@ int run_run(const RunArgs& a, bool use_ids) {
   } else {
     std::string text = a.prompt;
     if (!a.prompt_file.empty()) {
-      // An ifstream opens a directory and reads nothing: an empty prompt, not an error.
-      std::error_code ec;
-      if (std::filesystem::is_directory(a.prompt_file, ec))
-        return fail(error("--file: cannot read prompt file {}: it is a directory", a.prompt_file));
-      std::ifstream in(a.prompt_file, std::ios::binary);
-      if (!in) return fail(error("--file: cannot read prompt file {}", a.prompt_file));
-      std::stringstream buf;
-      buf << in.rdbuf();
-      text = buf.str();
+      auto read = read_text_file(a.prompt_file, "--file");
+      if (!read) return fail(read.status());
+      text = std::move(read.value());
     }
     if (!tokenizer) return fail(error("the model has no tokenizer; pass --prompt-ids"));
     prompt = tokenizer->encode(text, !a.no_bos, true);

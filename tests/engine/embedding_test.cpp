@@ -26,6 +26,15 @@ RequestParams embed_params(Pooling p) {
   return r;
 }
 
+// A random BERT encoder of `ctx` learned positions.
+TinyModel tiny_bert(ThreadPool& pool, const std::string& name, int32_t ctx) {
+  RandomModelSpec bert;
+  bert.arch = "bert";
+  bert.kv_heads = bert.heads;
+  bert.ctx = ctx;
+  return load_tiny(pool, name, bert);
+}
+
 std::vector<int32_t> prompt_of(int32_t n, int32_t salt = 0) {
   std::vector<int32_t> p;
   for (int32_t i = 0; i < n; ++i) p.push_back(3 + (i * 37 + salt * 11) % 250);
@@ -142,11 +151,7 @@ TEST(Embedding, BatchedWithGenerationMatchesEachAlone) {
 
 TEST(Embedding, EncoderTokensSeeTheWholeSequenceDecoderTokensOnlyThePast) {
   ThreadPool pool(2);
-  RandomModelSpec bert;
-  bert.arch = "bert";
-  bert.kv_heads = bert.heads;
-  bert.ctx = 128;
-  const TinyModel enc = load_tiny(pool, "embed_bert", bert);
+  const TinyModel enc = tiny_bert(pool, "embed_bert", 128);
   const TinyModel dec = load_tiny(pool, "embed_causal");
   std::vector<int32_t> a = prompt_of(20), b = a;
   b.back() = b.back() == 7 ? 8 : 7;
@@ -157,11 +162,7 @@ TEST(Embedding, EncoderTokensSeeTheWholeSequenceDecoderTokensOnlyThePast) {
 
 TEST(Embedding, EncoderPromptIsNeverCutAndLongOnesRunAlone) {
   ThreadPool pool(2);
-  RandomModelSpec bert;
-  bert.arch = "bert";
-  bert.kv_heads = bert.heads;
-  bert.ctx = 128;
-  const TinyModel m = load_tiny(pool, "embed_bert_whole", bert);
+  const TinyModel m = tiny_bert(pool, "embed_bert_whole", 128);
   EngineConfig c;
   c.scheduler.max_num_batched_tokens = 16;
   auto e = Engine::create(*m.model, m.tok.get(), c);
@@ -181,11 +182,7 @@ TEST(Embedding, EncoderPromptIsNeverCutAndLongOnesRunAlone) {
 
 TEST(Embedding, WhatCannotBeEmbeddedOrGeneratedIsRefusedByField) {
   ThreadPool pool(2);
-  RandomModelSpec bert;
-  bert.arch = "bert";
-  bert.kv_heads = bert.heads;
-  bert.ctx = 64;
-  const TinyModel m = load_tiny(pool, "embed_bert_refuse", bert);
+  const TinyModel m = tiny_bert(pool, "embed_bert_refuse", 64);
   auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
   ASSERT_TRUE(e.is_ok());
   auto field = [&](const std::vector<int32_t>& p, const RequestParams& r) {
