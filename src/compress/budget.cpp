@@ -104,14 +104,16 @@ std::vector<Unit> make_units(std::span<const std::string> pieces, std::span<cons
     else if (!fresh && w != is_word(text[i - 1])) {
       if (!w)  // punctuation after a word: its own unit unless a word continues right after it
         fresh = i + 1 == n || starts_space(text[i + 1]) || !is_word(text[i + 1]);
-      else  // a word after punctuation that stood alone
-        fresh = !word_unit.back();
+      else  // a word after punctuation that stood alone, unless that punctuation opens
+            // it and carries its space (" \"" + "Yes"): dropping one would glue the word on
+        fresh = !word_unit.back() &&
+                !(units.back().end == first[i] && starts_space(text[i - 1]) && !is_structural(text[i - 1]));
     }
     if (fresh) {
       units.push_back(Unit{first[i], first[i + 1]});
       word_unit.push_back(w);
     } else {
-      if (only_spaces(text[i - 1]) && units.back().begin == first[i - 1]) word_unit.back() = w;
+      if (w) word_unit.back() = true;  // a word led by its space or opening punctuation
       units.back().end = first[i + 1];
     }
   }

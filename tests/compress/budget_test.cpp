@@ -130,6 +130,19 @@ TEST(Units, SpaceMarkerSpelledInBytesIsASpace) {
   EXPECT_EQ(w[2].begin, 3);
 }
 
+TEST(Units, OpeningPunctuationCarryingTheSpaceLeadsItsWord) {
+  // Qwen spells ` "Yes` as ` "` + `Yes`: apart, dropping the quote would glue "Yes" on.
+  const std::vector<std::string> p = {" answered", " \"", "Yes", ",\"", " as"};
+  const std::vector<float> info(p.size(), 1.0f);
+  const std::vector<int32_t> sent(p.size(), 0);
+  const auto w = make_units(p, info, sent, Granularity::kWord);
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[1].begin, 1);
+  EXPECT_EQ(w[1].end, 3);
+  EXPECT_TRUE(w[1].name);  // a word now, capitalized inside its sentence
+  EXPECT_EQ(w[2].begin, 3);
+}
+
 TEST(Units, LoneIIsNoName) {
   const std::vector<std::string> p = {" so", " I", " went", " I", "'m"};
   const std::vector<float> info(p.size(), 1.0f);
