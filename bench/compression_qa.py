@@ -5,6 +5,7 @@ and is compressing and answering faster than answering the whole passage?
 
   bench/compression_qa.py                       # 100+ questions, Qwen2.5-Coder-1.5B answers, Gemma 3 270M scores
   bench/compression_qa.py --limit 3             # a quick end-to-end check on 3 questions
+  bench/compression_qa.py --sample 5            # 5 questions spread over the passages
   bench/compression_qa.py --qa-only             # only build and save the QA set
   bench/compression_qa.py --json-out run.json   # every answer and timing
 
@@ -257,6 +258,7 @@ def main() -> int:
                     help="compress without protecting the passage's words that repeat the question's")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0, help="answer only the first N questions (0: all)")
+    ap.add_argument("--sample", type=int, default=0, help="answer N questions spread evenly over the set (0: all)")
     ap.add_argument("--qa-out", type=Path, default=CACHE / "eval" / "botchan_qa.json")
     ap.add_argument("--qa-only", action="store_true")
     ap.add_argument("--json-out", type=Path)
@@ -279,6 +281,9 @@ def main() -> int:
         if a.qa_only:
             return 0
         questions = qa["questions"][:a.limit] if a.limit else qa["questions"]
+        if a.sample:
+            step = len(questions) / a.sample
+            questions = [questions[int(i * step)] for i in range(min(a.sample, len(questions)))]
         rows = []
         for i, q in enumerate(questions):
             t_q = time.perf_counter()

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cctype>
 #include <span>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "base/timer.h"
@@ -51,20 +52,33 @@ std::vector<std::pair<size_t, size_t>> segments_of(std::span<const int32_t> sent
   return out;
 }
 
-// The question's words of four letters or more, lower-cased: the context's words that
-// repeat them are what the question is about (LongLLMLingua's question-aware idea, in its
-// cheapest form), so they are protected as names are.
-std::unordered_set<std::string> question_words(std::string_view question) {
-  std::unordered_set<std::string> out;
+// Lower-cased words of four letters or more, with their counts.
+std::unordered_map<std::string, int> long_words(std::string_view text) {
+  std::unordered_map<std::string, int> out;
   std::string w;
-  for (size_t i = 0; i <= question.size(); ++i) {
-    const char c = i < question.size() ? question[i] : ' ';
+  for (size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ' ';
     if (std::isalnum(static_cast<unsigned char>(c))) {
       w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       continue;
     }
-    if (w.size() >= 4) out.insert(w);
+    if (w.size() >= 4) ++out[w];
     w.clear();
+  }
+  return out;
+}
+
+// The question's words that are rare in the context (at most kRareWord times): the
+// context's words that repeat them point at what the question is about (LongLLMLingua's
+// question awareness in its cheapest form), so they are protected as names are. Common
+// ones ("what", "would") would spend the protected share all over the context.
+constexpr int kRareWord = 3;
+std::unordered_set<std::string> question_words(std::string_view question, std::string_view context) {
+  const auto in_context = long_words(context);
+  std::unordered_set<std::string> out;
+  for (const auto& [w, n] : long_words(question)) {
+    auto it = in_context.find(w);
+    if (it != in_context.end() && it->second <= kRareWord) out.insert(w);
   }
   return out;
 }
@@ -108,7 +122,7 @@ Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, cons
     }
     const auto segments =
         o.iterative ? segments_of(sentence, o.segment_tokens) : std::vector<std::pair<size_t, size_t>>{{0, ids.size()}};
-    const auto asked = o.protect_question_words ? question_words(parts.question) : std::unordered_set<std::string>();
+    const auto asked = o.protect_question_words ? question_words(parts.question, parts.context) : std::unordered_set<std::string>();
     std::vector<int32_t> kept;
     const double share = static_cast<double>(ctx_target) / n_ctx;
     for (size_t g = 0; g < segments.size(); ++g) {

@@ -33,8 +33,8 @@ struct CompressOptions {
   bool iterative = false;
   int32_t segment_tokens = 256;  // iterative: the size of a segment
   double name_share = 0.3;       // budget.h
-  // Context words that repeat a question word (four letters or more) are protected as
-  // names are, within the same share (word granularity only).
+  // Context words that repeat a question word (four letters or more, at most three times
+  // in the context) are protected as names are, within the same share (word granularity).
   bool protect_question_words = true;
   size_t logits_budget_bytes = size_t{64} << 20;
 };
