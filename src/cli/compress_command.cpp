@@ -49,7 +49,8 @@ Result<std::string> read_text(const std::string& path) {
 int run_compress(const CompressArgs& a) {
   // Checked before the scorer loads, so a typo costs no model load.
   if (!(a.ratio > 0.0 && a.ratio <= 1.0)) return report_error(error("--ratio {} is outside (0, 1]", a.ratio));
-  if (a.prompt.empty() == a.file.empty()) return report_error(error("give the text with -f FILE or -p TEXT (one of them)"));
+  if (a.prompt.empty() == a.file.empty())
+    return report_error(error("give the text with -f FILE or -p TEXT (one of them)"));
   if (a.granularity != "word" && a.granularity != "token")
     return report_error(error("--granularity {} is not word or token", a.granularity));
   PromptParts parts{a.instruction, a.prompt, a.question};

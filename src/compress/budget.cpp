@@ -67,7 +67,8 @@ bool looks_like_name(const std::string& text, bool sentence_start) {
     ++b;
   if (text.find_first_of("0123456789") != std::string::npos) return true;
   if (sentence_start || b >= text.size() || !std::isupper(static_cast<unsigned char>(text[b]))) return false;
-  const bool lone_i = text[b] == 'I' && (b + 1 == text.size() || !std::isalpha(static_cast<unsigned char>(text[b + 1])));
+  const bool lone_i =
+      text[b] == 'I' && (b + 1 == text.size() || !std::isalpha(static_cast<unsigned char>(text[b + 1])));
   return !lone_i;
 }
 

@@ -14,7 +14,8 @@ namespace pagoda {
 namespace {
 
 int32_t count_tokens(const Tokenizer& tok, const std::string& text) {
-  return text.empty() ? 0 : static_cast<int32_t>(tok.encode(text, /*add_special=*/false, /*parse_special=*/false).size());
+  if (text.empty()) return 0;
+  return static_cast<int32_t>(tok.encode(text, /*add_special=*/false, /*parse_special=*/false).size());
 }
 
 // The sentence each token starts in: tokens are laid over the text by their bytes (an
@@ -22,7 +23,9 @@ int32_t count_tokens(const Tokenizer& tok, const std::string& text) {
 std::vector<int32_t> token_sentences(std::string_view text, std::span<const std::string> pieces) {
   const std::vector<ByteSpan> sentences = split_sentences(text);
   std::vector<int32_t> out(pieces.size(), 0);
-  int64_t at = !pieces.empty() && !pieces[0].empty() && pieces[0][0] == ' ' && (text.empty() || text[0] != ' ') ? -1 : 0;
+  const bool dummy_space =
+      !pieces.empty() && !pieces[0].empty() && pieces[0][0] == ' ' && (text.empty() || text[0] != ' ');
+  int64_t at = dummy_space ? -1 : 0;
   size_t s = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     int64_t start = at;
@@ -87,7 +90,8 @@ std::string unit_word(std::span<const std::string> pieces, const Unit& u) {
   std::string w;
   for (int32_t t = u.begin; t < u.end; ++t)
     for (char c : pieces[static_cast<size_t>(t)])
-      if (std::isalnum(static_cast<unsigned char>(c))) w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (std::isalnum(static_cast<unsigned char>(c)))
+        w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return w;
 }
 
@@ -122,7 +126,8 @@ Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, cons
     }
     const auto segments =
         o.iterative ? segments_of(sentence, o.segment_tokens) : std::vector<std::pair<size_t, size_t>>{{0, ids.size()}};
-    const auto asked = o.protect_question_words ? question_words(parts.question, parts.context) : std::unordered_set<std::string>();
+    const auto asked =
+        o.protect_question_words ? question_words(parts.question, parts.context) : std::unordered_set<std::string>();
     std::vector<int32_t> kept;
     const double share = static_cast<double>(ctx_target) / n_ctx;
     for (size_t g = 0; g < segments.size(); ++g) {

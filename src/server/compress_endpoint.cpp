@@ -116,7 +116,8 @@ std::variant<std::string, ApiError> serve_compress(const ServerContext& ctx, con
     if (!it->is_string()) return ApiError::bad_request(fmt::format("'{}': must be a string", name), name);
     *out = it->get<std::string>();
   }
-  for (auto [name, out] : {std::pair{"iterative", &o.iterative}, std::pair{"question_words", &o.protect_question_words}}) {
+  for (auto [name, out] :
+       {std::pair{"iterative", &o.iterative}, std::pair{"question_words", &o.protect_question_words}}) {
     auto it = j.find(name);
     if (it == j.end() || it->is_null()) continue;
     if (!it->is_boolean()) return ApiError::bad_request(fmt::format("'{}': must be true or false", name), name);
@@ -125,7 +126,8 @@ std::variant<std::string, ApiError> serve_compress(const ServerContext& ctx, con
   auto p = j.find("prompt");
   auto m = j.find("messages");
   const bool has_p = p != j.end() && !p->is_null(), has_m = m != j.end() && !m->is_null();
-  if (has_p == has_m) return ApiError::bad_request("give the text as 'prompt' or as 'messages' (one of them)", "prompt");
+  if (has_p == has_m)
+    return ApiError::bad_request("give the text as 'prompt' or as 'messages' (one of them)", "prompt");
   json out;
   if (has_p) {
     if (!p->is_string()) return ApiError::bad_request("'prompt': must be a string", "prompt");
