@@ -6,7 +6,8 @@ same GGUF. Two GGUFs of each type: one written by gguf-py under llama.cpp's tens
 Hugging Face folder.
 
 Bars: cosine >= 0.99999 against numpy (what separates them is Pagoda's FP16 KV cache and
-ggml's tanh-form GELU table against the erf GELU), >= 0.9999 against llama.cpp; the
+ggml's tanh-form GELU table against the erf GELU), and >= 0.99999 against llama.cpp too
+(the issue asks 0.9999; measured 1 - cosine <= 2.5e-7, the same GELU and FP16 KV); the
 pooling modes are each the numpy forward's first, last and mean rows."""
 import json
 import subprocess
@@ -89,7 +90,7 @@ def test_embeddings_agree_with_llama_embedding_on_the_same_file(pagoda_bin, llam
     ref = np.array(json.loads(r.stdout))
     assert ref.shape == got.shape
     for text, a, b in zip(TEXTS, got, ref):
-        assert mr.cosine(a, b) >= 0.9999, (text[:40], mr.cosine(a, b))
+        assert mr.cosine(a, b) >= 0.99999, (text[:40], mr.cosine(a, b))
 
 
 @pytest.mark.parametrize("pooling", ["last", "mean"])
