@@ -7,9 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
@@ -36,16 +33,6 @@ struct CompressArgs {
   int32_t logits_mib = 64;
 };
 
-Result<std::string> read_text(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return error("-f: {} is a directory", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error("-f: cannot read {}", path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 int run_compress(const CompressArgs& a) {
   // Checked before the scorer loads, so a typo costs no model load.
   if (!(a.ratio > 0.0 && a.ratio <= 1.0)) return report_error(error("--ratio {} is outside (0, 1]", a.ratio));
@@ -55,7 +42,7 @@ int run_compress(const CompressArgs& a) {
     return report_error(error("--granularity {} is not word or token", a.granularity));
   PromptParts parts{a.instruction, a.prompt, a.question};
   if (!a.file.empty()) {
-    auto t = read_text(a.file);
+    auto t = read_text_file(a.file, "-f");
     if (!t) return report_error(t.status());
     parts.context = std::move(*t);
   }
