@@ -13,14 +13,14 @@
 
 namespace pagoda {
 
-Result<LoadedModel> load_model(const std::string& model, ThreadPool& pool) {
+Result<LoadedModel> load_model(const std::string& model, ThreadPool& pool, ParallelRank where) {
   auto path = resolve_model_arg(model);
   if (!path) return path.status();
   auto file = GgufFile::open(*path);
   if (!file) return file.status();
   LoadedModel out;
   out.file = std::make_unique<GgufFile>(std::move(file.value()));
-  auto loaded = Model::load(*out.file, pool);
+  auto loaded = Model::load(*out.file, pool, /*repack=*/true, where);
   if (!loaded) return loaded.status();
   out.model = std::move(loaded.value());
   return out;
@@ -41,9 +41,10 @@ Result<LoadedModel> load_draft_model(const SpeculativeConfig& spec, const Loaded
   return draft;
 }
 
-Result<LoadedModel> load_model_with_tokenizer(const std::string& path, int32_t threads, bool require_tokenizer) {
+Result<LoadedModel> load_model_with_tokenizer(const std::string& path, int32_t threads, bool require_tokenizer,
+                                              ParallelRank where) {
   if (threads > 0) ThreadPool::set_default_threads(threads);
-  auto loaded = load_model(path, ThreadPool::global());
+  auto loaded = load_model(path, ThreadPool::global(), where);
   if (!loaded) return loaded.status();
   auto tok = Tokenizer::from_gguf(*loaded->file);
   // The vocabulary's metadata is now in the tokenizer's own tables, and its build's

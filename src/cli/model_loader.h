@@ -25,8 +25,10 @@ struct LoadedModel {
 // `model` is a GGUF path or a catalog name (pulled into the cache when missing).
 // threads > 0 sizes the global pool first. With require_tokenizer, a model whose
 // tokenizer cannot be built is an error; otherwise it loads with a warning and no tokenizer.
-Result<LoadedModel> load_model(const std::string& model, ThreadPool& pool);
-Result<LoadedModel> load_model_with_tokenizer(const std::string& model, int32_t threads, bool require_tokenizer);
+// where: this process's place in a model split over several (model/parallel.h).
+Result<LoadedModel> load_model(const std::string& model, ThreadPool& pool, ParallelRank where = {});
+Result<LoadedModel> load_model_with_tokenizer(const std::string& model, int32_t threads, bool require_tokenizer,
+                                              ParallelRank where = {});
 
 // The draft model speculative decoding asks for (speculative.method "draft_model"), loaded
 // as `model` is (a path or a catalog name) onto the same thread pool, its vocabulary

@@ -18,6 +18,7 @@
 #include "cli/engine_options.h"
 #include "engine/generator.h"
 #include "cli/model_loader.h"
+#include "cli/parallel_options.h"
 #include "constrain/constraint.h"
 
 namespace pagoda {
@@ -47,6 +48,7 @@ struct RunArgs {
   std::string json_schema;  // text or a file holding it
   std::string grammar;
   EngineArgs engine;
+  ParallelArgs parallel;
 };
 
 // A value that names an existing file is that file's contents; anything else is the text.
@@ -81,8 +83,13 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
 
 // use_ids: --prompt-ids was given (even empty, which is an error).
 int run_run(const RunArgs& a, bool use_ids) {
-  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/false);
+  auto parallel = start_parallel(a.parallel);
+  if (!parallel) return fail(parallel.status());
+  ParallelRun* par = parallel->get();
+  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/false,
+                                          par != nullptr ? par->place() : ParallelRank{});
   if (!loaded) return fail(loaded.status());
+  if (auto code = attach_or_serve(par, *loaded)) return *code;
   ThreadPool& pool = ThreadPool::global();
   Model& model = *loaded->model;
   std::unique_ptr<Tokenizer>& tokenizer = loaded->tokenizer;
@@ -247,6 +254,7 @@ Subcommand add_run_command(CLI::App& app) {
                   "Write the expert statistics as JSON (per layer and expert: tokens, active steps)");
   sub->add_option("--logits-out", args->logits_out, "Write each generated token's logits (float32 rows)");
   add_engine_options(*sub, args->engine);
+  add_parallel_options(*sub, args->parallel);
   return {"run", sub, [args, prompt_ids] { return run_run(*args, prompt_ids->count() > 0); }};
 }
 

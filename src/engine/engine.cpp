@@ -83,6 +83,9 @@ Result<std::unique_ptr<Engine>> Engine::create(Model& model, const Tokenizer* to
   std::unique_ptr<Engine> e(new Engine(model, tokenizer, config));
   auto budget = kv_budget(mc, config, available_memory_bytes());
   if (!budget) return budget.status();
+  // A model split by heads over processes stores only its own heads' keys and values, in
+  // as many blocks as every other rank (src/dist): the block ids are rank 0's.
+  budget->shape.n_kv_heads = model.kv_heads_held();
   auto storage = KvStorage::create(budget->shape, budget->blocks);
   if (!storage) return storage.status();
   e->storage_ = std::move(storage.value());

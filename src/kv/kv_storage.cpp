@@ -124,6 +124,7 @@ void KvStorage::copy_block(BlockId src, BlockId dst, int32_t n_rows) {
   const size_t n = static_cast<size_t>(n_rows) * static_cast<size_t>(shape_.row_bytes());
   for (int32_t l = 0; l < layout_.layers_per_block(); ++l)
     for (int kv = 0; kv < 2; ++kv) std::memcpy(slot_row(l, kv, dst, 0), slot_row(l, kv, src, 0), n);
+  if (copy_listener_) copy_listener_(src, dst, n_rows);
 }
 
 }  // namespace pagoda

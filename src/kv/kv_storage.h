@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,10 @@ class KvStorage {
   // Copies the first n_rows slots of block src to block dst in every layer it holds
   // (copy-on-write).
   void copy_block(BlockId src, BlockId dst, int32_t n_rows);
+  // Sees every copy_block: a model split over processes (src/dist) repeats rank 0's copies
+  // in the other processes' storage before their next step.
+  using CopyListener = std::function<void(BlockId src, BlockId dst, int32_t n_rows)>;
+  void set_copy_listener(CopyListener listener) { copy_listener_ = std::move(listener); }
 
  private:
   KvStorage() = default;
@@ -93,6 +98,7 @@ class KvStorage {
   size_t bytes_ = 0;
   uint8_t* base_ = nullptr;
   void (*f16_convert_)(const float* src, void* dst, int64_t n) = nullptr;
+  CopyListener copy_listener_;
 };
 
 }  // namespace pagoda

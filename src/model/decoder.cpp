@@ -64,6 +64,12 @@ void Model::ensure_scratch(int64_t n) {
   moe_ids_.resize(routed);
   moe_weights_.resize(routed);
   moe_rows_.resize(routed);
+  if (split_.tensor_parallel()) {
+    const int64_t widest = std::max<int64_t>(config_.q_dim(), config_.n_ff);
+    tp_in_.resize(static_cast<size_t>(n * widest));
+    tp_out_.resize(static_cast<size_t>(n * config_.n_embd));
+    tp_logits_.resize(static_cast<size_t>(n * split_.vocab[split_.tp_rank].size()));
+  }
   scratch_tokens_ = n;
 }
 
@@ -71,9 +77,15 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* p
   const ModelConfig& c = config_;
   if (batch.seqs.empty()) return error("forward: empty batch");
   if (batch.n_pooled() > 0 && pooled == nullptr) return error("forward: pooled rows asked for but no buffer given");
-  if (kv.shape().n_kv_heads != c.n_head_kv || kv.shape().head_dim != c.head_dim || kv.shape().n_layer != c.n_layer)
+  if (kv.shape().n_kv_heads != kv_heads_held() || kv.shape().head_dim != c.head_dim || kv.shape().n_layer != c.n_layer)
     return error("KV storage ({} layers, {} heads of {}) does not match the model ({} layers, {} heads of {})",
-                 kv.shape().n_layer, kv.shape().n_kv_heads, kv.shape().head_dim, c.n_layer, c.n_head_kv, c.head_dim);
+                 kv.shape().n_layer, kv.shape().n_kv_heads, kv.shape().head_dim, c.n_layer, kv_heads_held(),
+                 c.head_dim);
+  const bool split = split_.tensor_parallel() || split_.pipelined();
+  if (split && comm_ == nullptr) return error("forward: this model is split over processes but has no transport");
+  if (split_.pipelined() && batch.n_pooled() > 0)
+    return error("embeddings are not computed under pipeline parallelism (--pp); run the embedding model with --tp "
+                 "or in one process");
   for (int32_t t : batch.tokens)
     if (t < 0 || t >= c.n_vocab) return error("token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
   const KvLayout& layout = kv.layout();
@@ -119,25 +131,24 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* p
   }
   if (total != static_cast<int64_t>(batch.tokens.size()))
     return error("forward: the sequences hold {} tokens but the batch has {}", total, batch.tokens.size());
-  run_timed(batch.tokens.data(), batch.seqs, kv, logits, false, pooled);
-  return Status::ok();
+  // Rank 0 decides every step; the other ranks run the same one.
+  if (split && split_.world_rank(split_.pp_rank, split_.tp_rank) == 0) PAGODA_TRY(comm_->begin_step(batch, kv));
+  return run_timed(batch.tokens.data(), batch.seqs, kv, logits, false, pooled);
 }
 
 // One step: the expert statistics count it (and its time) when the model has experts.
-void Model::run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
-                      bool all_logits, float* pooled) {
-  if (!config_.is_moe() || !moe_stats_on_) {
-    run_batch(tokens, seqs, kv, logits, all_logits, pooled);
-    return;
-  }
+Status Model::run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
+                        bool all_logits, float* pooled) {
+  if (!config_.is_moe() || !moe_stats_on_) return run_batch(tokens, seqs, kv, logits, all_logits, pooled);
   const auto t0 = std::chrono::steady_clock::now();
   moe_stats_.begin_step();
-  run_batch(tokens, seqs, kv, logits, all_logits, pooled);
+  Status st = run_batch(tokens, seqs, kv, logits, all_logits, pooled);
   moe_stats_.add_forward_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return st;
 }
 
-void Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
-                      bool all_logits, float* pooled) {
+Status Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
+                        bool all_logits, float* pooled) {
   // Pieces of at most kMaxChunk tokens, cutting a sequence where a piece fills up; only
   // the piece holding a sequence's last token produces its logits. An encoder's sequence
   // is never cut (its tokens see one another): it starts a piece of its own when it does
@@ -184,10 +195,11 @@ void Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvS
         done = 0;
       }
     }
-    forward_chunk(piece_tokens, pieces_, kv, logits, all_logits, pooled);
+    PAGODA_TRY(forward_chunk(piece_tokens, pieces_, kv, logits, all_logits, pooled));
     tokens += n;
     if (logits != nullptr) logits += rows * V;
   }
+  return Status::ok();
 }
 
 Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* logits, bool all_logits) {
@@ -199,6 +211,8 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
   if (pos0 < 0 || static_cast<int64_t>(pos0) + static_cast<int64_t>(tokens.size()) > kv.n_ctx())
     return error("{} tokens at position {} do not fit in the context of {} tokens", tokens.size(), pos0, kv.n_ctx());
   if (kv.kv_dim() != c.kv_dim()) return error("KV cache width {} does not match the model's {}", kv.kv_dim(), c.kv_dim());
+  if (split_.tensor_parallel() || split_.pipelined())
+    return error("this model is split over processes: it runs through the engine's batched forward only");
   BatchSeq s;
   s.n_tokens = static_cast<int32_t>(tokens.size());
   s.pos0 = pos0;
@@ -208,21 +222,41 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
     return error("this {} model has no output head: it gives embeddings, not logits", c.arch_name);
   if (!c.causal && pos0 != 0)
     return error("forward: an encoder's sequence runs whole from position 0 (this one starts at {})", pos0);
-  run_timed(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
-  return Status::ok();
+  return run_timed(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
 }
 
-void Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
-                          bool all_logits, float* pooled) {
+Status Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
+                            bool all_logits, float* pooled) {
+  const ModelConfig& c = config_;
   const int64_t n = plan_chunk(seqs, kv);
-  embed(tokens, n);
-  for (int32_t l = 0; l < config_.n_layer; ++l) {
-    attention_block(l, n, kv);
-    if (config_.is_moe()) moe_block(l, n);
-    else ffn_block(l, n);
+  const int64_t E = c.n_embd;
+  const Range layers = split_.layers;
+  if (split_.first_stage()) {
+    embed(tokens, n);
+  } else {
+    // A later stage starts from the residual stream the one before it ends with.
+    PAGODA_TRY(comm_->recv_prev(x_.data(), n * E));
+    const LayerWeights& L = weights_.layers[static_cast<size_t>(layers.begin)];
+    if (L.attn_norm != nullptr)
+      for_each_token(*pool_, n, E, [&](int64_t t) { norm_row(c, &x_[t * E], L.attn_norm, L.attn_norm_b, E, &xn_[t * E]); });
   }
-  if (logits != nullptr) output_logits(seqs, logits, all_logits);
+  for (int64_t l = layers.begin; l < layers.end; ++l) {
+    PAGODA_TRY(attention_block(static_cast<int32_t>(l), n, kv));
+    if (c.is_moe()) moe_block(static_cast<int32_t>(l), n);
+    else PAGODA_TRY(ffn_block(static_cast<int32_t>(l), n));
+  }
+  if (!split_.last_stage()) {
+    PAGODA_TRY(comm_->send_next(x_.data(), n * E));
+    // Rank 0 reads the logits the last stage sends back.
+    if (logits != nullptr && split_.first_stage() && split_.tp_rank == 0) return output_logits(seqs, logits, all_logits);
+    return Status::ok();
+  }
+  // A split model's last stage computes its slice of the logits whether or not this
+  // process keeps them (rank 0 collects every slice).
+  if (logits != nullptr || split_.tensor_parallel() || split_.pipelined())
+    PAGODA_TRY(output_logits(seqs, logits, all_logits));
   if (pooled != nullptr) pool_hidden(seqs, pooled);
+  return Status::ok();
 }
 
 void Model::pool_hidden(std::span<const BatchSeq> seqs, float* pooled) {
@@ -335,7 +369,7 @@ void Model::release_embedding_row(int32_t token) const {
 // without pre-norms): Q/K/V (with the architecture's bias and QK-norm), RoPE, the KV store
 // through each token's block table, paged attention and the output projection; adds the
 // result to x_ and leaves the FFN norm of x_ in xn_.
-void Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
+Status Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
   const ModelConfig& c = config_;
   ThreadPool& pool = *pool_;
   const LayerWeights& L = weights_.layers[l];
@@ -345,7 +379,9 @@ void Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
   const int32_t shift = kv.block_shift();
   const int32_t mask = kv.shape().block_size - 1;
   const int64_t E = c.n_embd;
-  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
+  // This process's heads (all of them in one process).
+  const int32_t n_q = static_cast<int32_t>(split_.q_heads.size()), n_kv = kv_heads_held();
+  const int64_t qd = int64_t{n_q} * c.head_dim, kvd = int64_t{n_kv} * c.head_dim;
   const float* in = L.attn_norm != nullptr ? xn_.data() : x_.data();
   const bool qk_norm_full = c.arch->tensors.qk_norm_full;
   if (observer_) observer_(l, LinearInput::kAttention, in, n, E, -1);
@@ -366,17 +402,17 @@ void Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
       rms_norm(qt, L.q_norm, qd, c.norm_eps, qt);
       rms_norm(kt, L.k_norm, kvd, c.norm_eps, kt);
     } else if (L.q_norm != nullptr) {
-      for (int32_t h = 0; h < c.n_head; ++h) rms_norm(qt + h * c.head_dim, L.q_norm, c.head_dim, c.norm_eps, qt + h * c.head_dim);
-      for (int32_t h = 0; h < c.n_head_kv; ++h)
+      for (int32_t h = 0; h < n_q; ++h) rms_norm(qt + h * c.head_dim, L.q_norm, c.head_dim, c.norm_eps, qt + h * c.head_dim);
+      for (int32_t h = 0; h < n_kv; ++h)
         rms_norm(kt + h * c.head_dim, L.k_norm, c.head_dim, c.norm_eps, kt + h * c.head_dim);
     }
     const int32_t pos = pos_[t];
-    if (!c.layer_skips_rope[l]) rope_apply(qt, c.n_head, kt, c.n_head_kv, c.head_dim, pos, rope);
+    if (!c.layer_skips_rope[l]) rope_apply(qt, n_q, kt, n_kv, c.head_dim, pos, rope);
     kv.store(l, tables_[t][group][pos >> shift], pos & mask, kt, vt);
   });
   AttentionParams ap;
-  ap.n_heads = c.n_head;
-  ap.n_kv_heads = c.n_head_kv;
+  ap.n_heads = n_q;
+  ap.n_kv_heads = n_kv;
   ap.head_dim = c.head_dim;
   ap.scale = c.attn_scale;
   ap.window = local ? c.sliding_window : 0;
@@ -385,15 +421,35 @@ void Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
                   kv.layer(l), ap,
                   att_.data(), pool);
   if (observer_) observer_(l, LinearInput::kAttentionOutput, att_.data(), n, qd, -1);
-  matmul(L.wo, att_.data(), n, proj_.data(), pool);
+  PAGODA_TRY(row_split_matmul(L.wo, att_.data(), split_.attn, n, pool));
   residual_add(L.bo, L.post_attn_norm, L.attn_out_norm, L.attn_out_norm_b, L.ffn_norm, L.ffn_norm_b, n);
+  return Status::ok();
+}
+
+// proj_ = w x for n rows of x. Split by tensor parallelism, each rank holds the columns
+// `parts` of x (its heads' or FFN slice's) and w's rows of its embedding slice: x is
+// gathered whole first, then each rank's rows of the product, so every value is the
+// one-process dot product.
+Status Model::row_split_matmul(const WeightView& w, const float* x, std::span<const Range> parts, int64_t n,
+                               ThreadPool& pool) {
+  if (!split_.tensor_parallel()) {
+    matmul(w, x, n, proj_.data(), pool);
+    return Status::ok();
+  }
+  counts_.clear();
+  for (const Range& r : parts) counts_.push_back(r.size());
+  PAGODA_TRY(comm_->gather_columns(x, n, counts_, tp_in_.data()));
+  matmul(w, tp_in_.data(), n, tp_out_.data(), pool);
+  counts_.clear();
+  for (const Range& r : split_.embd) counts_.push_back(r.size());
+  return comm_->gather_columns(tp_out_.data(), n, counts_, proj_.data());
 }
 
 // The dense FFN of layer l on xn_ (on x_ without a pre-norm): gated (SwiGLU or GeGLU,
 // act(gate) * up) or, without a gate, GELU of up, with the matrices' biases; adds the
 // result to x_ and leaves the next layer's attention norm of x_ in xn_. An MoE layer gets
 // a block of its own beside this one.
-void Model::ffn_block(int32_t l, int64_t n) {
+Status Model::ffn_block(int32_t l, int64_t n) {
   const ModelConfig& c = config_;
   ThreadPool& pool = *pool_;
   const LayerWeights& L = weights_.layers[l];
@@ -407,7 +463,7 @@ void Model::ffn_block(int32_t l, int64_t n) {
   } else {
     matmul(L.up, in, n, up_.data(), pool);
   }
-  const int64_t F = c.n_ff;
+  const int64_t F = split_.ffn[static_cast<size_t>(split_.tp_rank)].size();  // this process's rows
   float* h = gated ? gate_.data() : up_.data();  // the down projection's input
   for_each_token(pool, n, F, [&](int64_t t) {
     float* g = &gate_[t * F];
@@ -422,10 +478,11 @@ void Model::ffn_block(int32_t l, int64_t n) {
     else swiglu(g, u, F);
   });
   if (observer_) observer_(l, LinearInput::kFfnDown, h, n, F, -1);
-  matmul(L.down, h, n, proj_.data(), pool);
+  PAGODA_TRY(row_split_matmul(L.down, h, split_.ffn, n, pool));
   const LayerWeights* next = l + 1 < c.n_layer ? &weights_.layers[l + 1] : nullptr;
   residual_add(L.b_down, L.post_ffw_norm, L.layer_out_norm, L.layer_out_norm_b,
                next != nullptr ? next->attn_norm : nullptr, next != nullptr ? next->attn_norm_b : nullptr, n);
+  return Status::ok();
 }
 
 // x_ += post_norm(proj_ + bias) * residual_scale (each when the architecture has it), x_ =
@@ -448,7 +505,7 @@ void Model::residual_add(const float* bias, const float* post_norm, const float*
 
 // The rows that produce logits, normalized into consecutive rows of xn_, times the output
 // matrix.
-void Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits) {
+Status Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits) {
   const ModelConfig& c = config_;
   const int64_t E = c.n_embd;
   int64_t rows = 0;
@@ -463,15 +520,28 @@ void Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool al
     }
     t0 += s.n_tokens;
   }
-  if (rows == 0) return;
-  matmul(weights_.output, xn_.data(), rows, logits, *pool_);
-  const int64_t V = c.n_vocab;
+  if (rows == 0) return Status::ok();
+  const bool split = split_.tensor_parallel() || split_.pipelined();
+  if (split && !split_.last_stage()) {
+    counts_.clear();
+    for (const Range& r : split_.vocab) counts_.push_back(r.size());
+    return comm_->collect_logits(nullptr, rows, counts_, logits);
+  }
+  // Split by tensor parallelism, this process's slice of the vocabulary.
+  if (split) tp_logits_.resize(static_cast<size_t>(rows * weights_.output.rows));
+  float* out = split ? tp_logits_.data() : logits;
+  matmul(weights_.output, xn_.data(), rows, out, *pool_);
+  const int64_t V = weights_.output.rows;
   if (c.logit_scale != 1.0f) {
     // ggml multiplies by the reciprocal, so the bits follow llama.cpp's.
-    for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(logits + r * V, 1.0f / c.logit_scale, V); });
+    for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(out + r * V, 1.0f / c.logit_scale, V); });
   }
   if (c.final_softcap > 0.0f)
-    for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(logits + r * V, c.final_softcap, V); });
+    for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(out + r * V, c.final_softcap, V); });
+  if (!split) return Status::ok();
+  counts_.clear();
+  for (const Range& r : split_.vocab) counts_.push_back(r.size());
+  return comm_->collect_logits(out, rows, counts_, logits);
 }
 
 }  // namespace pagoda

@@ -22,6 +22,7 @@
 #include "model/kv_cache.h"
 #include "model/linear_input.h"
 #include "model/moe_stats.h"
+#include "model/parallel.h"
 #include "model/weight_packing.h"
 #include "model/weights.h"
 
@@ -41,7 +42,15 @@ class Model {
   // The file must outlive the model (weights point into its mapping).
   // repack: whether matrices are repacked where that pays (model/weight_packing.h); off
   // for a model loaded only to be described or read, never run at speed.
-  static Result<std::unique_ptr<Model>> load(const GgufFile& file, ThreadPool& pool, bool repack = true);
+  // where: this process's place when the model runs over several (model/parallel.h): it
+  // holds and repacks only its rows and layers, and runs only with set_comm.
+  static Result<std::unique_ptr<Model>> load(const GgufFile& file, ThreadPool& pool, bool repack = true,
+                                             ParallelRank where = {});
+  const ParallelSplit& split() const { return split_; }
+  // The transport a split model's forward passes run over (outlives the model's use).
+  void set_comm(ModelComm* comm) { comm_ = comm; }
+  // The KV heads this process stores (all of them unless split by tensor parallelism).
+  int32_t kv_heads_held() const { return static_cast<int32_t>(split_.kv_heads.size()); }
 
   const ModelConfig& config() const { return config_; }
   ThreadPool& pool() const { return *pool_; }
@@ -92,31 +101,39 @@ class Model {
   // A piece of a batch small enough for the scratch buffers, `seqs` consecutive in
   // `tokens`. Writes logits rows from `logits` on: one per sequence asking for them, or
   // with all_logits one per token.
-  void run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits,
+  Status run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits,
+                   float* pooled = nullptr);
+  Status run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits,
                  float* pooled = nullptr);
-  void run_timed(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits, bool all_logits,
-                 float* pooled = nullptr);
-  void forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
-                     bool all_logits, float* pooled);
+  Status forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
+                       bool all_logits, float* pooled);
   // The pooled hidden states of the piece's sequences with a pool, into their rows of
   // pooled (piece_slots_ says which).
   void pool_hidden(std::span<const BatchSeq> seqs, float* pooled);
   // The blocks of forward_chunk (decoder.cpp), in order. plan_chunk returns the tokens.
   int64_t plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv);
   void embed(const int32_t* tokens, int64_t n);
-  void attention_block(int32_t layer, int64_t n, KvStorage& kv);
+  Status attention_block(int32_t layer, int64_t n, KvStorage& kv);
   // Tokens of s attended one by one (the rows of logits after its first), see plan_chunk.
   static int32_t lone_rows(const BatchSeq& s) { return s.logits && s.logit_rows > 1 ? s.logit_rows : 0; }
-  void ffn_block(int32_t layer, int64_t n);
+  Status ffn_block(int32_t layer, int64_t n);
+  Status row_split_matmul(const WeightView& w, const float* x, std::span<const Range> parts, int64_t n,
+                          ThreadPool& pool);
   void moe_block(int32_t layer, int64_t n);  // moe_block.cpp
   void residual_add(const float* bias, const float* post_norm, const float* res_norm, const float* res_norm_b,
                     const float* next_norm, const float* next_norm_b, int64_t n);
-  void output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);
+  Status output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);
   void ensure_scratch(int64_t n);
   void release_embedding_row(int32_t token) const;
 
   ModelConfig config_;
   ModelWeights weights_;
+  ParallelSplit split_;      // one process: every head, row and layer
+  ModelComm* comm_ = nullptr;
+  // Tensor parallelism's gathered inputs of the row-split matrices (attention output, FFN
+  // activations), their local outputs, and the local slice of the logits.
+  std::vector<float> tp_in_, tp_out_, tp_logits_;
+  std::vector<int64_t> counts_;
   ThreadPool* pool_ = nullptr;
   size_t weight_bytes_ = 0;
   PackingReport packing_;

@@ -168,7 +168,8 @@ void Model::set_context_length(int32_t n_ctx) {
   config_.rope.freq_factors = n_ctx > config_.rope_orig_ctx ? weights_.rope_long : weights_.rope_short;
 }
 
-Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& pool, bool repack) {
+Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& pool, bool repack,
+                                           ParallelRank where) {
   auto cfg = read_config(file);
   if (!cfg) return cfg.status();
   ModelConfig c = std::move(cfg.value());
@@ -185,6 +186,12 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->config_ = std::move(c);
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
+  {
+    auto split = plan_split(m->config_, where.tp, where.pp, where.rank);
+    if (!split) return split.status();
+    m->split_ = std::move(split.value());
+    split_weights(m->split_, m->config_, m->weights_);
+  }
   m->config_.rope.freq_factors = m->weights_.rope_freqs;
   m->reset_moe_stats();
   if (const char* env = std::getenv("PAGODA_MOE_STATS"); env != nullptr && std::string_view(env) == "0")
@@ -193,7 +200,7 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   // for its own (Engine::create).
   m->set_context_length(m->config_.n_ctx_train);
   if (repack) {
-    const PackingReport packed = m->packing_ = pack_model_weights(file, m->weights_, pool);
+    const PackingReport packed = m->packing_ = pack_model_weights(file, m->weights_, pool, m->split_.tensor_parallel());
     if (packed.matrices > 0)
       log_info("repacked {} matrices into 16-row panels ({:.1f} MiB)", packed.matrices,
                static_cast<double>(packed.bytes) / (1 << 20));

@@ -40,30 +40,33 @@ bool packs(const WeightView& v) { return !v.empty() && v.packed == nullptr && pa
 // that is a part of a fused tensor, whose other parts are packed later.
 // An expert's matrix is a slice of a 3-D tensor whose other slices are other experts',
 // each packed on its own: its own bytes may go.
-size_t droppable(const GgufFile& f, const WeightView& v) {
+size_t droppable(const GgufFile& f, const WeightView& v, bool split) {
   const size_t bytes = v.row_stride * static_cast<size_t>(v.rows);
   for (const GgufTensor& t : f.tensors()) {
     if (v.data < t.data || v.data >= t.data + t.nbytes) continue;
     if (t.data == v.data && t.nbytes == bytes) return bytes;
-    return t.shape.size() == 3 && v.data + bytes <= t.data + t.nbytes ? bytes : 0;
+    if (t.shape.size() == 3 && v.data + bytes <= t.data + t.nbytes) return bytes;
+    // This process's rows of a matrix split over processes (model/parallel.h): nothing
+    // here reads the others.
+    return split && v.data + bytes <= t.data + t.nbytes ? bytes : 0;
   }
   return 0;
 }
 
 }  // namespace
 
-PackingReport plan_packing(const GgufFile& f, const ModelWeights& w) {
+PackingReport plan_packing(const GgufFile& f, const ModelWeights& w, bool split) {
   PackingReport report;
   for (const WeightView* v : matrix_views(w)) {
     if (!packs(*v)) continue;
     ++report.matrices;
     report.bytes += packed_bytes(v->type, v->rows, v->cols);
-    report.dropped_file_bytes += droppable(f, *v);
+    report.dropped_file_bytes += droppable(f, *v, split);
   }
   return report;
 }
 
-PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool) {
+PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool, bool split) {
   PackingReport report;
   for (WeightView* v : matrix_views(w)) {
     if (!packs(*v)) continue;
@@ -80,7 +83,7 @@ PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool&
     // In pieces of about 16 MiB of rows, each one's file pages let go once it is packed:
     // the load's peak stays the panels so far plus one piece, not plus the whole matrix
     // (an output head is 100-500 MiB).
-    const size_t drop_bytes = droppable(f, *v);
+    const size_t drop_bytes = droppable(f, *v, split);
     const int64_t panel_bytes = static_cast<int64_t>(v->row_stride) * kPanelRows;
     const int64_t step = std::max<int64_t>(1, (int64_t{16} << 20) / panel_bytes);
     for (int64_t p0 = 0; p0 < panels; p0 += step) {

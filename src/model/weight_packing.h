@@ -24,10 +24,12 @@ struct PackingReport {
 
 // What pack_model_weights would do to w on this machine, without doing it (the memory
 // `pagoda plan` predicts). Costs a pass over the views and the file's tensor table.
-PackingReport plan_packing(const GgufFile& f, const ModelWeights& w);
+// split: w holds this process's rows of matrices split over processes, whose file pages
+// may go once packed (no one here reads the other rows).
+PackingReport plan_packing(const GgufFile& f, const ModelWeights& w, bool split = false);
 
 // Repacks what pays in w (views into f's mapping). A matrix whose panels find no memory
 // stays row-major (with a warning): loading never fails here.
-PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool);
+PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool, bool split = false);
 
 }  // namespace pagoda

@@ -1,0 +1,187 @@
+#include "dist/mpi_comm.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "dist/handles.h"
+#include "kv/kv_storage.h"
+
+namespace pagoda {
+namespace {
+
+constexpr int kTagActivations = 11;
+constexpr int kTagLogits = 12;
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+MpiComm::MpiComm(Cluster& cluster, const ParallelSplit& split) : cluster_(cluster), split_(split) {}
+
+Status MpiComm::wait(void* requests, int n, const char* what, bool idle) {
+  auto* reqs = static_cast<MPI_Request*>(requests);
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cluster_.timeout_s()));
+  for (int64_t spins = 0;; ++spins) {
+    int done = 0;
+    if (MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+      lost_ = error("the cluster is lost: {} failed (a rank died or its link broke)", what);
+      return lost_;
+    }
+    if (done) break;
+    // Spin first (a peer a few microseconds behind), then give the core away: idle workers
+    // and more ranks than cores must not starve the rank doing the work.
+    if (spins < 4000) continue;
+    const auto now = Clock::now();
+    if (!idle && now > deadline) {
+      for (int i = 0; i < n; ++i)
+        if (reqs[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs[i]);
+      lost_ = error("the cluster is lost: {} waited {:.0f} s for a rank that did not answer (it died or hangs; "
+                    "--dist-timeout sets the wait)",
+                    what, cluster_.timeout_s());
+      return lost_;
+    }
+    if (now - t0 < std::chrono::milliseconds(2)) sched_yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(now - t0 < std::chrono::milliseconds(200) ? 50 : 500));
+  }
+  comm_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  return Status::ok();
+}
+
+Status MpiComm::broadcast(MessageKind kind, const std::vector<uint8_t>& payload) {
+  if (lost()) return lost_;
+  MPI_Comm world = cluster_.handles().world;
+  int64_t header[2] = {static_cast<int64_t>(kind), static_cast<int64_t>(payload.size())};
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Ibcast(header, 2, MPI_INT64_T, 0, world, &req);
+  PAGODA_TRY(wait(&req, 1, "sending the step"));
+  bytes_sent_ += static_cast<int64_t>(sizeof header) * (cluster_.size() - 1);
+  if (payload.empty()) return Status::ok();
+  MPI_Ibcast(const_cast<uint8_t*>(payload.data()), static_cast<int>(payload.size()), MPI_BYTE, 0, world, &req);
+  PAGODA_TRY(wait(&req, 1, "sending the step"));
+  bytes_sent_ += static_cast<int64_t>(payload.size()) * (cluster_.size() - 1);
+  return Status::ok();
+}
+
+Status MpiComm::receive(MessageKind& kind, std::vector<uint8_t>& payload) {
+  if (lost()) return lost_;
+  MPI_Comm world = cluster_.handles().world;
+  int64_t header[2] = {0, 0};
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Ibcast(header, 2, MPI_INT64_T, 0, world, &req);
+  PAGODA_TRY(wait(&req, 1, "waiting for rank 0", /*idle=*/true));
+  if (header[0] < 1 || header[0] > 3 || header[1] < 0 || header[1] > (int64_t{1} << 31) - 1)
+    return lost_ = error("rank 0 sent a message this rank cannot read (kind {}, {} bytes)", header[0], header[1]);
+  kind = static_cast<MessageKind>(header[0]);
+  payload.resize(static_cast<size_t>(header[1]));
+  if (payload.empty()) return Status::ok();
+  MPI_Ibcast(payload.data(), static_cast<int>(payload.size()), MPI_BYTE, 0, world, &req);
+  return wait(&req, 1, "receiving the step");
+}
+
+Status MpiComm::send_stop() { return broadcast(MessageKind::kStop, {}); }
+
+Status MpiComm::begin_step(const Batch& batch, KvStorage& kv) {
+  if (!setup_sent_) {
+    // Every rank makes its storage with rank 0's blocks (its own heads of them), and
+    // repeats rank 0's copy-on-write copies from here on.
+    PAGODA_TRY(broadcast(MessageKind::kSetup, encode_setup(kv.shape(), kv.num_blocks())));
+    kv.set_copy_listener([this](BlockId src, BlockId dst, int32_t rows) { pending_copies_.push_back({src, dst, rows}); });
+    setup_sent_ = true;
+  }
+  Status st = broadcast(MessageKind::kStep, encode_step(pending_copies_, batch));
+  pending_copies_.clear();
+  return st;
+}
+
+Status MpiComm::gather_columns(const float* mine, int64_t rows, std::span<const int64_t> counts, float* out) {
+  if (lost()) return lost_;
+  const size_t parts = counts.size();
+  counts_.resize(parts);
+  displs_.resize(parts);
+  int64_t total = 0;
+  for (size_t r = 0; r < parts; ++r) {
+    counts_[r] = static_cast<int>(rows * counts[r]);
+    displs_[r] = static_cast<int>(rows * total);
+    total += counts[r];
+  }
+  staging_.resize(static_cast<size_t>(rows * total));
+  MPI_Request req = MPI_REQUEST_NULL;
+  const int me = split_.tp_rank;
+  MPI_Iallgatherv(mine, counts_[static_cast<size_t>(me)], MPI_FLOAT, staging_.data(), counts_.data(), displs_.data(),
+                  MPI_FLOAT, cluster_.handles().stage, &req);
+  PAGODA_TRY(wait(&req, 1, "a gather between tensor-parallel ranks"));
+  bytes_sent_ += static_cast<int64_t>(counts_[static_cast<size_t>(me)]) * 4 * static_cast<int64_t>(parts - 1);
+  // Rank-major blocks to token-major rows.
+  int64_t col = 0;
+  for (size_t r = 0; r < parts; ++r) {
+    const float* src = staging_.data() + displs_[r];
+    for (int64_t t = 0; t < rows; ++t)
+      std::memcpy(out + t * total + col, src + t * counts[r], static_cast<size_t>(counts[r]) * sizeof(float));
+    col += counts[r];
+  }
+  return Status::ok();
+}
+
+Status MpiComm::send_next(const float* x, int64_t n) {
+  if (lost()) return lost_;
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Isend(x, static_cast<int>(n), MPI_FLOAT, split_.world_rank(split_.pp_rank + 1, split_.tp_rank),
+            kTagActivations, cluster_.handles().world, &req);
+  PAGODA_TRY(wait(&req, 1, "sending activations to the next stage"));
+  bytes_sent_ += n * 4;
+  return Status::ok();
+}
+
+Status MpiComm::recv_prev(float* x, int64_t n) {
+  if (lost()) return lost_;
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Irecv(x, static_cast<int>(n), MPI_FLOAT, split_.world_rank(split_.pp_rank - 1, split_.tp_rank),
+            kTagActivations, cluster_.handles().world, &req);
+  return wait(&req, 1, "receiving activations from the previous stage");
+}
+
+Status MpiComm::collect_logits(const float* mine, int64_t rows, std::span<const int64_t> counts, float* out) {
+  if (lost()) return lost_;
+  MPI_Comm world = cluster_.handles().world;
+  const int32_t last = split_.pp_size - 1;
+  const bool root = split_.pp_rank == 0 && split_.tp_rank == 0;
+  if (!root) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int64_t n = rows * counts[static_cast<size_t>(split_.tp_rank)];
+    MPI_Isend(mine, static_cast<int>(n), MPI_FLOAT, 0, kTagLogits, world, &req);
+    PAGODA_TRY(wait(&req, 1, "sending logits to rank 0"));
+    bytes_sent_ += n * 4;
+    return Status::ok();
+  }
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  staging_.resize(static_cast<size_t>(rows * total));
+  std::vector<MPI_Request> reqs;
+  int64_t at = 0;
+  for (size_t t = 0; t < counts.size(); ++t) {
+    const int src = split_.world_rank(last, static_cast<int32_t>(t));
+    float* dst = staging_.data() + at;
+    if (src == 0) std::memcpy(dst, mine, static_cast<size_t>(rows * counts[t]) * sizeof(float));
+    else {
+      reqs.push_back(MPI_REQUEST_NULL);
+      MPI_Irecv(dst, static_cast<int>(rows * counts[t]), MPI_FLOAT, src, kTagLogits, world, &reqs.back());
+    }
+    at += rows * counts[t];
+  }
+  PAGODA_TRY(wait(reqs.data(), static_cast<int>(reqs.size()), "receiving logits from the last stage"));
+  int64_t col = 0;
+  at = 0;
+  for (int64_t c : counts) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + r * total + col, staging_.data() + at + r * c, static_cast<size_t>(c) * sizeof(float));
+    col += c;
+    at += rows * c;
+  }
+  return Status::ok();
+}
+
+}  // namespace pagoda

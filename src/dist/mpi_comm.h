@@ -1,0 +1,60 @@
+// ModelComm (model/parallel.h) over MPI: gathers within a stage, the residual stream
+// between stages, the logits back to rank 0, and rank 0's step messages (step_message.h)
+// to every rank. Each call waits with a deadline (Cluster::timeout_s): a peer that died
+// or hangs fails the call, and every later one at once (the cluster is then lost: rank 0
+// fails its requests and exits). Waits spin briefly, then yield and sleep, so an idle
+// worker or an oversubscribed machine does not burn a core. One thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dist/cluster.h"
+#include "dist/step_message.h"
+#include "model/parallel.h"
+
+namespace pagoda {
+
+class MpiComm final : public ModelComm {
+ public:
+  MpiComm(Cluster& cluster, const ParallelSplit& split);
+
+  Status begin_step(const Batch& batch, KvStorage& kv) override;
+  Status gather_columns(const float* mine, int64_t rows, std::span<const int64_t> counts, float* out) override;
+  Status send_next(const float* x, int64_t n) override;
+  Status recv_prev(float* x, int64_t n) override;
+  Status collect_logits(const float* mine, int64_t rows, std::span<const int64_t> counts, float* out) override;
+  int64_t bytes_sent() const override { return bytes_sent_; }
+  double comm_seconds() const override { return comm_seconds_; }
+  void reset_counters() {
+    bytes_sent_ = 0;
+    comm_seconds_ = 0;
+  }
+
+  // Rank 0: tells every other rank to stop (they return from run_worker).
+  Status send_stop();
+  // The other ranks: the next message from rank 0, waiting without a deadline (a worker
+  // idles until rank 0 has work).
+  Status receive(MessageKind& kind, std::vector<uint8_t>& payload);
+  // Whether a call failed: the cluster is lost and every call fails from here on.
+  bool lost() const { return !lost_.is_ok(); }
+  const Status& lost_status() const { return lost_; }
+
+ private:
+  Status broadcast(MessageKind kind, const std::vector<uint8_t>& payload);
+  // Waits for the requests (deadline: the cluster's timeout; none when idle), failing the
+  // cluster when they do not complete.
+  Status wait(void* requests, int n, const char* what, bool idle = false);
+
+  Cluster& cluster_;
+  ParallelSplit split_;
+  bool setup_sent_ = false;
+  std::vector<KvCopy> pending_copies_;
+  std::vector<float> staging_;
+  std::vector<int> counts_, displs_;
+  int64_t bytes_sent_ = 0;
+  double comm_seconds_ = 0;
+  Status lost_ = Status::ok();
+};
+
+}  // namespace pagoda
