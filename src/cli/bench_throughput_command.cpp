@@ -24,6 +24,7 @@
 #include "cli/latency_stats.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
+#include "cli/parallel_options.h"
 
 namespace pagoda {
 namespace {
@@ -44,6 +45,7 @@ struct ThroughputArgs {
   uint32_t seed = 0;
   bool json = false;
   EngineArgs engine;
+  ParallelArgs parallel;
 };
 
 constexpr auto fail = report_error;
@@ -150,8 +152,13 @@ Result<Measured> run_workload(Engine& engine, const std::vector<Item>& items) {
 }
 
 int run_bench_throughput(const ThroughputArgs& a) {
-  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/false);
+  auto parallel = start_parallel(a.parallel);
+  if (!parallel) return fail(parallel.status());
+  ParallelRun* par = parallel->get();
+  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/false,
+                                          par != nullptr ? par->place() : ParallelRank{});
   if (!loaded) return fail(loaded.status());
+  if (auto code = attach_or_serve(par, *loaded)) return *code;
   ThreadPool& pool = ThreadPool::global();
   Model& model = *loaded->model;
   const ModelConfig& mc = model.config();
@@ -170,6 +177,11 @@ int run_bench_throughput(const ThroughputArgs& a) {
   if (workload->truncated > 0)
     fmt::print(stderr, "warning: {} of {} requests have fewer output tokens than drawn: the {}-token context is full\n",
                workload->truncated, a.num_prompts, engine.max_model_len());
+  if (par != nullptr) {
+    // The traffic of the timed run only (the start-up's checks and setup excluded).
+    auto before = par->comm().rank_stats();
+    if (!before) return fail(before.status());
+  }
   auto measured = run_workload(engine, workload->items);
   if (!measured) return fail(measured.status());
   const Measured& m = *measured;
@@ -212,6 +224,27 @@ int run_bench_throughput(const ThroughputArgs& a) {
       {"steps", st.steps},
       {"peak_rss_bytes", peak_resident_bytes()},
   };
+  if (par != nullptr) {
+    // Per rank: bytes sent and the share of the run spent waiting in transfers (waiting
+    // for a slower peer counts: it is time the rank could not compute).
+    auto stats = par->comm().rank_stats();
+    if (!stats) return fail(stats.status());
+    const int64_t tokens = m.out_tokens + m.in_tokens;
+    nlohmann::json ranks = nlohmann::json::array();
+    int64_t bytes = 0;
+    double comm_max = 0;
+    for (const MpiComm::RankStats& r : *stats) {
+      ranks.push_back({{"bytes_sent", r.bytes_sent}, {"comm_share", secs > 0 ? r.comm_seconds / secs : 0.0}});
+      bytes += r.bytes_sent;
+      comm_max = std::max(comm_max, r.comm_seconds);
+    }
+    j["parallel"] = {{"tp", a.parallel.tp},
+                     {"pp", a.parallel.pp},
+                     {"bytes_sent_per_token", tokens > 0 ? static_cast<double>(bytes) / static_cast<double>(tokens) : 0.0},
+                     {"bytes_sent_per_output_token", m.out_tokens > 0 ? static_cast<double>(bytes) / m.out_tokens : 0.0},
+                     {"comm_share_max", secs > 0 ? comm_max / secs : 0.0},
+                     {"ranks", ranks}};
+  }
   if (ec->speculative.enabled()) {
     // vLLM's names (S4): drafts verified, their tokens, those accepted; and what drafting cost.
     j["speculative"] = {
@@ -245,6 +278,11 @@ int run_bench_throughput(const ThroughputArgs& a) {
              "preemptions {}\n",
              100 * j["kv_usage_mean"].get<double>(), 100 * m.usage_peak, 100 * j["kv_waste_mean"].get<double>(),
              100 * j["kv_waste_steady"].get<double>(), 100 * hit_rate, st.preemptions);
+  if (j.contains("parallel"))
+    fmt::print("  parallel: tp {} x pp {} | {:.0f} bytes sent per token (all ranks) | communication up to {:.1f}% of "
+               "the time\n",
+               a.parallel.tp, a.parallel.pp, j["parallel"]["bytes_sent_per_token"].get<double>(),
+               100 * j["parallel"]["comm_share_max"].get<double>());
   if (j.contains("speculative"))
     fmt::print("  speculative ({}): {} drafts, {} of {} draft tokens accepted ({:.0f}%), drafting {:.2f} s\n",
                ec->speculative.method, st.spec_drafts, st.spec_accepted_tokens, st.spec_drafted_tokens,
@@ -277,6 +315,7 @@ Subcommand add_bench_throughput_command(CLI::App& bench) {
   sub->add_option("--seed", args->seed, "Workload seed");
   sub->add_flag("--json", args->json, "Print the results as one JSON object");
   add_engine_options(*sub, args->engine);
+  add_parallel_options(*sub, args->parallel);
   return {"throughput", sub, [args] { return run_bench_throughput(*args); }};
 }
 

@@ -20,6 +20,7 @@
 #include "cli/common_options.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
+#include "cli/parallel_options.h"
 #include "chat/chat_prompt.h"
 #include "chat/json_value.h"
 #include "chat/reasoning_split.h"
@@ -62,6 +63,7 @@ struct ServeArgs {
   ServerOptions http;                // transport limits; host, port, key and body set above
   size_t max_header_kib = 16;
   EngineArgs engine;
+  ParallelArgs parallel;
 };
 
 // The template's tool-call syntax and reasoning, and the flags that override them.
@@ -86,11 +88,22 @@ Result<std::shared_ptr<const ChatConventions>> chat_conventions(const ServeArgs&
 }
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) { g_stop.store(true); }
+extern "C" void on_signal(int) {
+  g_stop.store(true);
+  // Split over processes: mpirun sends this when a rank died, and SIGKILL a second later;
+  // a transfer stuck since before the signal fails at once, so the open requests get
+  // their errors in time. Transfers that still progress (a plain Ctrl-C) go on draining.
+  MpiComm::note_termination();
+}
 
 int run_serve(const ServeArgs& a) {
-  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/true);
+  auto parallel = start_parallel(a.parallel);
+  if (!parallel) return fail(parallel.status());
+  ParallelRun* par = parallel->get();
+  auto loaded = load_model_with_tokenizer(a.model, a.threads, /*require_tokenizer=*/true,
+                                          par != nullptr ? par->place() : ParallelRank{});
   if (!loaded) return fail(loaded.status());
+  if (auto code = attach_or_serve(par, *loaded)) return *code;
   ThreadPool& pool = ThreadPool::global();
   Model& model = *loaded->model;
   std::unique_ptr<Tokenizer>& tokenizer = loaded->tokenizer;
@@ -117,6 +130,7 @@ int run_serve(const ServeArgs& a) {
   EngineLoopConfig lc;
   lc.max_queued = a.max_queued;
   lc.max_sequences = a.max_seqs_in_flight;
+  if (par != nullptr) lc.engine_lost = [par] { return par->comm().lost(); };
   EngineLoop loop(**engine, &metrics, lc);
   ServerContext sctx;
   sctx.loop = &loop;
@@ -199,8 +213,9 @@ int run_serve(const ServeArgs& a) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   std::thread watcher([&] {
-    while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    log_info("shutting down: finishing the running requests");
+    while (!g_stop.load() && !loop.lost()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (loop.lost()) log_error("shutting down: the processes running the model are lost");
+    else log_info("shutting down: finishing the running requests");
     loop.drain();
     if (embed_loop) embed_loop->drain();
     // Let handlers write their last events before the sockets close.
@@ -221,7 +236,7 @@ int run_serve(const ServeArgs& a) {
   g_stop.store(true);
   watcher.join();
   fmt::print(stderr, "pagoda serve: stopped\n");
-  return ok ? 0 : 1;
+  return ok && !loop.lost() ? 0 : 1;
 }
 
 }  // namespace
@@ -253,6 +268,7 @@ Subcommand add_serve_command(CLI::App& app) {
                   "chat_template_kwargs take precedence)");
   add_context_option(*sub, args->ctx, "Context per sequence (0: the model's trained context)");
   add_threads_option(*sub, args->threads);
+  add_parallel_options(*sub, args->parallel);
   sub->add_option("--max-tokens-limit", args->max_tokens_limit, "Largest max_tokens a request may ask (0: the context)")
       ->check(CLI::Range(0, 1 << 30));
   sub->add_option("--max-queued-requests", args->max_queued, "Waiting requests beyond which new ones get 429")

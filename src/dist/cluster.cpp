@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ Result<std::unique_ptr<Cluster>> Cluster::join(const ClusterOptions& options) {
   c->options_ = options;
   if (provided < MPI_THREAD_SERIALIZED)
     return error("this MPI library gives thread level {}; Pagoda needs MPI_THREAD_SERIALIZED", provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_dup(MPI_COMM_WORLD, &c->handles_->world);
   MPI_Comm_set_errhandler(c->handles_->world, MPI_ERRORS_RETURN);
   MPI_Comm_rank(c->handles_->world, &c->rank_);
@@ -54,6 +56,15 @@ Cluster::~Cluster() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
+}
+
+void Cluster::abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // Not MPI_Abort: when mpirun is already ending the job (a rank died) it can wait on it
+  // until mpirun's SIGKILL. A rank that exits non-zero makes mpirun end the others
+  // (orte_abort_on_non_zero_status, on by default), a hung one included.
+  std::_Exit(code);
 }
 
 Result<ParallelSplit> Cluster::split_for(const ModelConfig& c) const {

@@ -45,6 +45,9 @@ class Cluster {
   // Every rank calls it after loading: fails on all of them unless every rank opened the
   // same file (size and a hash of its header and tensor table).
   Status check_same_file(const GgufFile& file);
+  // Ends this process now with `code`, which makes mpirun end the other ranks: what is left
+  // when a rank is lost, since finalizing would wait for it.
+  [[noreturn]] void abort(int code);
 
   // The MPI handles (cluster.cpp); mpi_comm.cpp and worker.cpp read them.
   struct Handles;

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -17,7 +18,12 @@ constexpr int kTagLogits = 12;
 
 using Clock = std::chrono::steady_clock;
 
+std::atomic<bool> g_terminating{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
 }  // namespace
+
+void MpiComm::note_termination() { g_terminating.store(true, std::memory_order_relaxed); }
 
 MpiComm::MpiComm(Cluster& cluster, const ParallelSplit& split) : cluster_(cluster), split_(split) {}
 
@@ -36,9 +42,13 @@ Status MpiComm::wait(void* requests, int n, const char* what, bool idle) {
     // and more ranks than cores must not starve the rank doing the work.
     if (spins < 4000) continue;
     const auto now = Clock::now();
+    if (g_terminating.load(std::memory_order_relaxed) && now - t0 > std::chrono::milliseconds(500)) {
+      lost_ = error("the cluster is lost: asked to stop while {} made no progress", what);
+      return lost_;
+    }
     if (!idle && now > deadline) {
-      for (int i = 0; i < n; ++i)
-        if (reqs[i] != MPI_REQUEST_NULL) MPI_Cancel(&reqs[i]);
+      // The requests are left pending (a collective's cannot be cancelled): the cluster is
+      // lost, and the process ends the job (ParallelRun's destructor) without finalizing.
       lost_ = error("the cluster is lost: {} waited {:.0f} s for a rank that did not answer (it died or hangs; "
                     "--dist-timeout sets the wait)",
                     what, cluster_.timeout_s());
@@ -73,7 +83,7 @@ Status MpiComm::receive(MessageKind& kind, std::vector<uint8_t>& payload) {
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_Ibcast(header, 2, MPI_INT64_T, 0, world, &req);
   PAGODA_TRY(wait(&req, 1, "waiting for rank 0", /*idle=*/true));
-  if (header[0] < 1 || header[0] > 3 || header[1] < 0 || header[1] > (int64_t{1} << 31) - 1)
+  if (header[0] < 1 || header[0] > 4 || header[1] < 0 || header[1] > (int64_t{1} << 31) - 1)
     return lost_ = error("rank 0 sent a message this rank cannot read (kind {}, {} bytes)", header[0], header[1]);
   kind = static_cast<MessageKind>(header[0]);
   payload.resize(static_cast<size_t>(header[1]));
@@ -83,6 +93,28 @@ Status MpiComm::receive(MessageKind& kind, std::vector<uint8_t>& payload) {
 }
 
 Status MpiComm::send_stop() { return broadcast(MessageKind::kStop, {}); }
+
+Status MpiComm::report_stats() {
+  double mine[2] = {static_cast<double>(bytes_sent_), comm_seconds_};
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Igather(mine, 2, MPI_DOUBLE, nullptr, 2, MPI_DOUBLE, 0, cluster_.handles().world, &req);
+  PAGODA_TRY(wait(&req, 1, "reporting traffic counters"));
+  reset_counters();
+  return Status::ok();
+}
+
+Result<std::vector<MpiComm::RankStats>> MpiComm::rank_stats() {
+  PAGODA_TRY(broadcast(MessageKind::kStats, {}));
+  double mine[2] = {static_cast<double>(bytes_sent_), comm_seconds_};
+  std::vector<double> all(static_cast<size_t>(cluster_.size()) * 2);
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Igather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, cluster_.handles().world, &req);
+  PAGODA_TRY(wait(&req, 1, "collecting traffic counters"));
+  std::vector<RankStats> out(static_cast<size_t>(cluster_.size()));
+  for (size_t r = 0; r < out.size(); ++r) out[r] = RankStats{static_cast<int64_t>(all[2 * r]), all[2 * r + 1]};
+  reset_counters();
+  return out;
+}
 
 Status MpiComm::begin_step(const Batch& batch, KvStorage& kv) {
   if (!setup_sent_) {

@@ -31,11 +31,26 @@ class MpiComm final : public ModelComm {
     comm_seconds_ = 0;
   }
 
+  // Per rank, what it sent and how long it waited in transfers since the last reset.
+  struct RankStats {
+    int64_t bytes_sent = 0;
+    double comm_seconds = 0;
+  };
+  // Rank 0: every rank's counters (the others answer between steps), and resets them.
+  Result<std::vector<RankStats>> rank_stats();
+  // The other ranks: answer rank_stats.
+  Status report_stats();
+
   // Rank 0: tells every other rank to stop (they return from run_worker).
   Status send_stop();
   // The other ranks: the next message from rank 0, waiting without a deadline (a worker
   // idles until rank 0 has work).
   Status receive(MessageKind& kind, std::vector<uint8_t>& payload);
+  // The process was asked to end (mpirun passes SIGTERM on to every rank, and sends it when
+  // a rank died): from then on a wait that made no progress for half a second fails, so a
+  // worker stops once rank 0 stopped sending and rank 0 fails its requests when a peer
+  // is gone, while transfers that progress (rank 0 draining) go on. Async-signal-safe.
+  static void note_termination();
   // Whether a call failed: the cluster is lost and every call fails from here on.
   bool lost() const { return !lost_.is_ok(); }
   const Status& lost_status() const { return lost_; }

@@ -1,10 +1,16 @@
 #include "dist/parallel_run.h"
 
+#include <csignal>
+
 #include "base/log.h"
 #include "kv/kv_storage.h"
 #include "model/model.h"
 
 namespace pagoda {
+
+namespace {
+extern "C" void on_termination(int) { MpiComm::note_termination(); }
+}  // namespace
 
 Result<std::unique_ptr<ParallelRun>> ParallelRun::start(const ClusterOptions& options) {
   auto cluster = Cluster::join(options);
@@ -16,7 +22,12 @@ Result<std::unique_ptr<ParallelRun>> ParallelRun::start(const ClusterOptions& op
 ParallelRun::~ParallelRun() {
   // The workers wait for rank 0's next message: the end, unless the cluster is already
   // lost (then nobody would receive it and mpirun ends the job).
-  if (is_root() && comm_ != nullptr && !comm_->lost()) {
+  if (comm_ != nullptr && comm_->lost()) {
+    // A rank died or hangs: MPI_Finalize would wait for it forever. End the whole job.
+    log_error("ending every rank: {}", comm_->lost_status().message());
+    cluster_->abort(1);
+  }
+  if (is_root() && comm_ != nullptr) {
     Status st = comm_->send_stop();
     if (!st.is_ok()) log_warn("{}", st.message());
   }
@@ -30,15 +41,23 @@ Status ParallelRun::attach(const GgufFile& file, Model& model) {
 }
 
 Status ParallelRun::serve_steps(Model& model) {
+  // mpirun hands a Ctrl-C or SIGTERM to every rank: rank 0 drains its requests, which
+  // needs this rank while rank 0 still sends; once it stops sending, this rank ends.
+  std::signal(SIGINT, on_termination);
+  std::signal(SIGTERM, on_termination);
   std::unique_ptr<KvStorage> kv;
   StepPlan plan;
   std::vector<uint8_t> payload;
   std::vector<float> pooled;
   for (;;) {
     MessageKind kind = MessageKind::kStop;
-    PAGODA_TRY(comm_->receive(kind, payload));
+    if (Status st = comm_->receive(kind, payload); !st.is_ok()) {
+      if (comm_->lost()) cluster_->abort(1);  // rank 0 is gone: finalizing would wait for it
+      return st;
+    }
     switch (kind) {
       case MessageKind::kStop: return Status::ok();
+      case MessageKind::kStats: PAGODA_TRY(comm_->report_stats()); break;
       case MessageKind::kSetup: {
         KvShape shape;
         int32_t blocks = 0;

@@ -15,7 +15,8 @@
 
 namespace pagoda {
 
-enum class MessageKind : int64_t { kSetup = 1, kStep = 2, kStop = 3 };
+// kStats: every rank reports its traffic counters to rank 0 (MpiComm::rank_stats).
+enum class MessageKind : int64_t { kSetup = 1, kStep = 2, kStop = 3, kStats = 4 };
 
 struct KvCopy {
   BlockId src = 0, dst = 0;

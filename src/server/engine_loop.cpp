@@ -313,6 +313,12 @@ void EngineLoop::iterate(std::deque<Pending>& incoming, std::vector<std::shared_
   if (!step) {
     log_error("engine step failed: {}", step.status().message());
     fail_live(step.status());
+    if (config_.engine_lost && config_.engine_lost()) {
+      log_error("the engine cannot run any more steps; the server stops");
+      std::lock_guard<std::mutex> l(mu_);
+      draining_ = true;
+      lost_.store(true);
+    }
     publish_gauges();
     return;
   }

@@ -20,7 +20,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -74,6 +76,10 @@ struct EngineLoopConfig {
   size_t max_queued = 512;  // requests waiting for a slot; beyond, submit() says overloaded
   // Sequences (n per prompt) queued or running; beyond, submit() says overloaded.
   int64_t max_sequences = 4096;
+  // After a failed step: whether the engine can run no more steps (a model split over
+  // processes whose cluster is lost, src/dist). The loop then ends every request, refuses
+  // new ones and stops; lost() turns true so the server can exit.
+  std::function<bool()> engine_lost;
 };
 
 class EngineLoop {
@@ -108,6 +114,8 @@ class EngineLoop {
   // Stops admitting, waits until every admitted request finished, stops the thread.
   void drain();
   bool draining() const;
+  // Whether the engine was lost (EngineLoopConfig::engine_lost) and the loop stopped.
+  bool lost() const { return lost_.load(); }
   size_t queued() const;
   // Sequences queued or running now (what max_sequences bounds).
   int64_t sequences() const;
@@ -140,6 +148,7 @@ class EngineLoop {
   void iterate(std::deque<Pending>& incoming, std::vector<std::shared_ptr<OutputChannel>>& aborts);
   std::vector<std::shared_ptr<OutputChannel>> aborts_;
   bool draining_ = false;
+  std::atomic<bool> lost_{false};
   bool stop_ = false;
   size_t engine_waiting_ = 0;  // the engine's queue, as of the last step
   int64_t sequences_ = 0;      // queued or running, n per request
