@@ -234,7 +234,9 @@ int run_bench_throughput(const ThroughputArgs& a) {
     int64_t bytes = 0;
     double comm_max = 0;
     for (const MpiComm::RankStats& r : *stats) {
-      ranks.push_back({{"bytes_sent", r.bytes_sent}, {"comm_share", secs > 0 ? r.comm_seconds / secs : 0.0}});
+      ranks.push_back({{"bytes_sent", r.bytes_sent},
+                       {"comm_share", secs > 0 ? r.comm_seconds / secs : 0.0},
+                       {"peak_rss_bytes", r.peak_rss_bytes}});
       bytes += r.bytes_sent;
       comm_max = std::max(comm_max, r.comm_seconds);
     }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/system_memory.h"
 #include "dist/handles.h"
 #include "kv/kv_storage.h"
 
@@ -42,7 +43,7 @@ Status MpiComm::wait(void* requests, int n, const char* what, bool idle) {
     // and more ranks than cores must not starve the rank doing the work.
     if (spins < 4000) continue;
     const auto now = Clock::now();
-    if (g_terminating.load(std::memory_order_relaxed) && now - t0 > std::chrono::milliseconds(500)) {
+    if (!idle && g_terminating.load(std::memory_order_relaxed) && now - t0 > std::chrono::milliseconds(500)) {
       lost_ = error("the cluster is lost: asked to stop while {} made no progress", what);
       return lost_;
     }
@@ -95,9 +96,9 @@ Status MpiComm::receive(MessageKind& kind, std::vector<uint8_t>& payload) {
 Status MpiComm::send_stop() { return broadcast(MessageKind::kStop, {}); }
 
 Status MpiComm::report_stats() {
-  double mine[2] = {static_cast<double>(bytes_sent_), comm_seconds_};
+  double mine[3] = {static_cast<double>(bytes_sent_), comm_seconds_, static_cast<double>(peak_resident_bytes())};
   MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Igather(mine, 2, MPI_DOUBLE, nullptr, 2, MPI_DOUBLE, 0, cluster_.handles().world, &req);
+  MPI_Igather(mine, 3, MPI_DOUBLE, nullptr, 3, MPI_DOUBLE, 0, cluster_.handles().world, &req);
   PAGODA_TRY(wait(&req, 1, "reporting traffic counters"));
   reset_counters();
   return Status::ok();
@@ -105,13 +106,14 @@ Status MpiComm::report_stats() {
 
 Result<std::vector<MpiComm::RankStats>> MpiComm::rank_stats() {
   PAGODA_TRY(broadcast(MessageKind::kStats, {}));
-  double mine[2] = {static_cast<double>(bytes_sent_), comm_seconds_};
-  std::vector<double> all(static_cast<size_t>(cluster_.size()) * 2);
+  double mine[3] = {static_cast<double>(bytes_sent_), comm_seconds_, static_cast<double>(peak_resident_bytes())};
+  std::vector<double> all(static_cast<size_t>(cluster_.size()) * 3);
   MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Igather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, cluster_.handles().world, &req);
+  MPI_Igather(mine, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, 0, cluster_.handles().world, &req);
   PAGODA_TRY(wait(&req, 1, "collecting traffic counters"));
   std::vector<RankStats> out(static_cast<size_t>(cluster_.size()));
-  for (size_t r = 0; r < out.size(); ++r) out[r] = RankStats{static_cast<int64_t>(all[2 * r]), all[2 * r + 1]};
+  for (size_t r = 0; r < out.size(); ++r)
+    out[r] = RankStats{static_cast<int64_t>(all[3 * r]), all[3 * r + 1], static_cast<int64_t>(all[3 * r + 2])};
   reset_counters();
   return out;
 }

@@ -35,6 +35,7 @@ class MpiComm final : public ModelComm {
   struct RankStats {
     int64_t bytes_sent = 0;
     double comm_seconds = 0;
+    int64_t peak_rss_bytes = 0;  // the process's peak resident memory so far
   };
   // Rank 0: every rank's counters (the others answer between steps), and resets them.
   Result<std::vector<RankStats>> rank_stats();
@@ -47,9 +48,10 @@ class MpiComm final : public ModelComm {
   // idles until rank 0 has work).
   Status receive(MessageKind& kind, std::vector<uint8_t>& payload);
   // The process was asked to end (mpirun passes SIGTERM on to every rank, and sends it when
-  // a rank died): from then on a wait that made no progress for half a second fails, so a
-  // worker stops once rank 0 stopped sending and rank 0 fails its requests when a peer
-  // is gone, while transfers that progress (rank 0 draining) go on. Async-signal-safe.
+  // a rank died): from then on a transfer within a step that made no progress for half a
+  // second fails, so rank 0 fails its requests at once when a peer is gone, while steps
+  // that progress (rank 0 draining) go on and an idle worker waits for rank 0's stop.
+  // Async-signal-safe.
   static void note_termination();
   // Whether a call failed: the cluster is lost and every call fails from here on.
   bool lost() const { return !lost_.is_ok(); }
