@@ -241,6 +241,7 @@ int run_bench_throughput(const ThroughputArgs& a) {
       comm_max = std::max(comm_max, r.comm_seconds);
     }
     j["parallel"] = {{"tp", a.parallel.tp},
+                     {"sp", a.parallel.sp},
                      {"pp", a.parallel.pp},
                      {"bytes_sent_per_token", tokens > 0 ? static_cast<double>(bytes) / static_cast<double>(tokens) : 0.0},
                      {"bytes_sent_per_output_token", m.out_tokens > 0 ? static_cast<double>(bytes) / m.out_tokens : 0.0},

@@ -11,6 +11,10 @@ void add_parallel_options(CLI::App& app, ParallelArgs& a) {
       ->check(CLI::Range(1, 64));
   app.add_option("--pp,--pipeline-parallel-size", a.pp, "Split the layers into this many pipeline stages (processes)")
       ->check(CLI::Range(1, 64));
+  app.add_option("--sp,--sequence-parallel-size", a.sp,
+                 "Split each step's tokens (a long prompt's prefill) over this many processes, each holding the whole "
+                 "model; alone, not with --tp or --pp")
+      ->check(CLI::Range(1, 64));
   app.add_option("--dist-timeout", a.timeout_s,
                  "Seconds one transfer between processes may wait before the cluster counts as lost (a rank died "
                  "or hangs): rank 0 then fails its requests and exits")
@@ -18,7 +22,7 @@ void add_parallel_options(CLI::App& app, ParallelArgs& a) {
 }
 
 Result<std::unique_ptr<ParallelRun>> start_parallel(const ParallelArgs& a) {
-  return ParallelRun::start(ClusterOptions{a.tp, a.pp, a.timeout_s});
+  return ParallelRun::start(ClusterOptions{a.tp, a.pp, a.sp, a.timeout_s});
 }
 
 std::optional<int> attach_or_serve(ParallelRun* run, LoadedModel& loaded) {

@@ -19,6 +19,7 @@ namespace pagoda {
 struct ParallelArgs {
   int32_t tp = 1;
   int32_t pp = 1;
+  int32_t sp = 1;
   double timeout_s = 60;
 };
 

@@ -1,5 +1,6 @@
 #include "dist/cluster.h"
 
+#include <fmt/format.h>
 #include <xxhash.h>
 
 #include <cstdio>
@@ -17,16 +18,19 @@ namespace pagoda {
 Cluster::Cluster() : handles_(std::make_unique<Handles>()) {}
 
 Result<std::unique_ptr<Cluster>> Cluster::join(const ClusterOptions& options) {
-  if (options.tp < 1 || options.pp < 1)
-    return error("--tp and --pp must be at least 1 (got {} and {})", options.tp, options.pp);
-  const int32_t want = options.tp * options.pp;
+  if (options.tp < 1 || options.pp < 1 || options.sp < 1)
+    return error("--tp, --pp and --sp must be at least 1 (got {}, {} and {})", options.tp, options.pp, options.sp);
+  if (options.sp > 1 && (options.tp > 1 || options.pp > 1))
+    return error("--sp runs alone: it cannot be combined with --tp or --pp");
+  const int32_t want = options.tp * options.pp * options.sp;
   if (want == 1) return std::unique_ptr<Cluster>();
+  const std::string flags = options.sp > 1 ? fmt::format("--sp {}", options.sp)
+                                           : fmt::format("--tp {} --pp {}", options.tp, options.pp);
   // Without mpirun, MPI_Init would make a world of one and every check below would read
   // as a size mismatch; say how to start it instead.
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr && std::getenv("PMI_SIZE") == nullptr &&
       std::getenv("PMIX_RANK") == nullptr)
-    return error("--tp {} --pp {} runs over {} processes: start it with `mpirun -np {} pagoda ...`", options.tp,
-                 options.pp, want, want);
+    return error("{} runs over {} processes: start it with `mpirun -np {} pagoda ...`", flags, want, want);
   int provided = 0;
   // The engine calls MPI from its own thread (the server's loop), never two threads at once.
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
@@ -40,9 +44,7 @@ Result<std::unique_ptr<Cluster>> Cluster::join(const ClusterOptions& options) {
   MPI_Comm_set_errhandler(c->handles_->world, MPI_ERRORS_RETURN);
   MPI_Comm_rank(c->handles_->world, &c->rank_);
   MPI_Comm_size(c->handles_->world, &c->size_);
-  if (c->size_ != want)
-    return error("--tp {} x --pp {} needs {} processes, but mpirun started {}", options.tp, options.pp, want,
-                 c->size_);
+  if (c->size_ != want) return error("{} needs {} processes, but mpirun started {}", flags, want, c->size_);
   // Stages are consecutive groups of tp ranks (ParallelSplit::world_rank).
   MPI_Comm_split(c->handles_->world, c->rank_ / options.tp, c->rank_ % options.tp, &c->handles_->stage);
   MPI_Comm_set_errhandler(c->handles_->stage, MPI_ERRORS_RETURN);
@@ -68,7 +70,7 @@ void Cluster::abort(int code) {
 }
 
 Result<ParallelSplit> Cluster::split_for(const ModelConfig& c) const {
-  return plan_split(c, options_.tp, options_.pp, rank_);
+  return plan_split(c, options_.tp, options_.pp, rank_, options_.sp);
 }
 
 Status Cluster::check_same_file(const GgufFile& file) {

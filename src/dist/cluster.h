@@ -22,6 +22,7 @@ struct ModelConfig;
 struct ClusterOptions {
   int32_t tp = 1;
   int32_t pp = 1;
+  int32_t sp = 1;
   // How long one transfer or collective may wait for its peers before the step fails (a
   // rank that died or hangs); 0: the default, 60 s.
   double timeout_s = 0;
@@ -30,7 +31,7 @@ struct ClusterOptions {
 class Cluster {
  public:
   // Null when the options ask for one process; an error when they ask for more but this
-  // process was not started by mpirun with exactly tp x pp ranks.
+  // process was not started by mpirun with exactly tp x pp x sp ranks.
   static Result<std::unique_ptr<Cluster>> join(const ClusterOptions& options);
   ~Cluster();
   Cluster(const Cluster&) = delete;

@@ -160,6 +160,42 @@ Status MpiComm::gather_columns(const float* mine, int64_t rows, std::span<const 
   return Status::ok();
 }
 
+int64_t MpiComm::row_layout(std::span<const int64_t> counts, int64_t width) {
+  counts_.resize(counts.size());
+  displs_.resize(counts.size());
+  int64_t total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    counts_[r] = static_cast<int>(counts[r] * width);
+    displs_[r] = static_cast<int>(total * width);
+    total += counts[r];
+  }
+  return total;
+}
+
+Status MpiComm::gather_rows(const float* mine, std::span<const int64_t> counts, int64_t width, float* out) {
+  if (lost()) return lost_;
+  row_layout(counts, width);
+  const size_t me = static_cast<size_t>(split_.sp_rank);
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallgatherv(mine, counts_[me], MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT,
+                  cluster_.handles().world, &req);
+  PAGODA_TRY(wait(&req, 1, "a gather of keys and values between sequence-parallel ranks"));
+  bytes_sent_ += static_cast<int64_t>(counts_[me]) * 4 * static_cast<int64_t>(counts.size() - 1);
+  return Status::ok();
+}
+
+Status MpiComm::gather_rows_to_root(const float* mine, std::span<const int64_t> counts, int64_t width, float* out) {
+  if (lost()) return lost_;
+  row_layout(counts, width);
+  const size_t me = static_cast<size_t>(split_.sp_rank);
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Igatherv(mine, counts_[me], MPI_FLOAT, out, counts_.data(), displs_.data(), MPI_FLOAT, 0,
+               cluster_.handles().world, &req);
+  PAGODA_TRY(wait(&req, 1, "sending logits rows to rank 0"));
+  if (me != 0) bytes_sent_ += static_cast<int64_t>(counts_[me]) * 4;
+  return Status::ok();
+}
+
 Status MpiComm::send_next(const float* x, int64_t n) {
   if (lost()) return lost_;
   MPI_Request req = MPI_REQUEST_NULL;

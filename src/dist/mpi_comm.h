@@ -24,6 +24,8 @@ class MpiComm final : public ModelComm {
   Status send_next(const float* x, int64_t n) override;
   Status recv_prev(float* x, int64_t n) override;
   Status collect_logits(const float* mine, int64_t rows, std::span<const int64_t> counts, float* out) override;
+  Status gather_rows(const float* mine, std::span<const int64_t> counts, int64_t width, float* out) override;
+  Status gather_rows_to_root(const float* mine, std::span<const int64_t> counts, int64_t width, float* out) override;
   int64_t bytes_sent() const override { return bytes_sent_; }
   double comm_seconds() const override { return comm_seconds_; }
   void reset_counters() {
@@ -62,6 +64,8 @@ class MpiComm final : public ModelComm {
   // Waits for the requests (deadline: the cluster's timeout; none when idle), failing the
   // cluster when they do not complete.
   Status wait(void* requests, int n, const char* what, bool idle = false);
+  // counts_ and displs_ for rows x width blocks; the total rows.
+  int64_t row_layout(std::span<const int64_t> counts, int64_t width);
 
   Cluster& cluster_;
   ParallelSplit split_;

@@ -26,7 +26,7 @@ class ParallelRun {
 
   bool is_root() const { return cluster_->rank() == 0; }
   ParallelRank place() const {
-    return ParallelRank{cluster_->options().tp, cluster_->options().pp, cluster_->rank()};
+    return ParallelRank{cluster_->options().tp, cluster_->options().pp, cluster_->rank(), cluster_->options().sp};
   }
   // Checks (on every rank) that all loaded the same file, then gives the model its transport.
   Status attach(const GgufFile& file, Model& model);

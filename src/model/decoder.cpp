@@ -81,11 +81,11 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* p
     return error("KV storage ({} layers, {} heads of {}) does not match the model ({} layers, {} heads of {})",
                  kv.shape().n_layer, kv.shape().n_kv_heads, kv.shape().head_dim, c.n_layer, kv_heads_held(),
                  c.head_dim);
-  const bool split = split_.tensor_parallel() || split_.pipelined();
+  const bool split = split_.split();
   if (split && comm_ == nullptr) return error("forward: this model is split over processes but has no transport");
-  if (split_.pipelined() && batch.n_pooled() > 0)
-    return error("embeddings are not computed under pipeline parallelism (--pp); run the embedding model with --tp "
-                 "or in one process");
+  if ((split_.pipelined() || split_.sequence_parallel()) && batch.n_pooled() > 0)
+    return error("embeddings are not computed under pipeline or sequence parallelism (--pp, --sp); run the "
+                 "embedding model with --tp or in one process");
   for (int32_t t : batch.tokens)
     if (t < 0 || t >= c.n_vocab) return error("token id {} is outside the vocabulary (0..{})", t, c.n_vocab - 1);
   const KvLayout& layout = kv.layout();
@@ -132,7 +132,7 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* p
   if (total != static_cast<int64_t>(batch.tokens.size()))
     return error("forward: the sequences hold {} tokens but the batch has {}", total, batch.tokens.size());
   // Rank 0 decides every step; the other ranks run the same one.
-  if (split && split_.world_rank(split_.pp_rank, split_.tp_rank) == 0) PAGODA_TRY(comm_->begin_step(batch, kv));
+  if (split && split_.root()) PAGODA_TRY(comm_->begin_step(batch, kv));
   return run_timed(batch.tokens.data(), batch.seqs, kv, logits, false, pooled);
 }
 
@@ -211,7 +211,7 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
   if (pos0 < 0 || static_cast<int64_t>(pos0) + static_cast<int64_t>(tokens.size()) > kv.n_ctx())
     return error("{} tokens at position {} do not fit in the context of {} tokens", tokens.size(), pos0, kv.n_ctx());
   if (kv.kv_dim() != c.kv_dim()) return error("KV cache width {} does not match the model's {}", kv.kv_dim(), c.kv_dim());
-  if (split_.tensor_parallel() || split_.pipelined())
+  if (split_.split())
     return error("this model is split over processes: it runs through the engine's batched forward only");
   BatchSeq s;
   s.n_tokens = static_cast<int32_t>(tokens.size());
@@ -227,6 +227,7 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
 
 Status Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
                             bool all_logits, float* pooled) {
+  if (split_.sequence_parallel()) return forward_chunk_sp(tokens, seqs, kv, logits);
   const ModelConfig& c = config_;
   const int64_t n = plan_chunk(seqs, kv);
   const int64_t E = c.n_embd;
@@ -408,8 +409,11 @@ Status Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
     }
     const int32_t pos = pos_[t];
     if (!c.layer_skips_rope[l]) rope_apply(qt, n_q, kt, n_kv, c.head_dim, pos, rope);
-    kv.store(l, tables_[t][group][pos >> shift], pos & mask, kt, vt);
+    if (!split_.sequence_parallel()) kv.store(l, tables_[t][group][pos >> shift], pos & mask, kt, vt);
   });
+  // Sequence parallel: every rank stores every token's keys and values before any query
+  // reads them.
+  if (split_.sequence_parallel()) PAGODA_TRY(store_gathered_kv(l, n, kv));
   AttentionParams ap;
   ap.n_heads = n_q;
   ap.n_kv_heads = n_kv;

@@ -117,6 +117,11 @@ class Model {
   // Tokens of s attended one by one (the rows of logits after its first), see plan_chunk.
   static int32_t lone_rows(const BatchSeq& s) { return s.logits && s.logit_rows > 1 ? s.logit_rows : 0; }
   Status ffn_block(int32_t layer, int64_t n);
+  // Sequence parallelism (sequence_parallel.cpp): this rank's tokens of the piece through
+  // every layer, keys and values gathered from every rank per layer, logits rows sent to
+  // rank 0.
+  Status forward_chunk_sp(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits);
+  Status store_gathered_kv(int32_t layer, int64_t n_local, KvStorage& kv);
   Status row_split_matmul(const WeightView& w, const float* x, std::span<const Range> parts, int64_t n,
                           ThreadPool& pool);
   void moe_block(int32_t layer, int64_t n);  // moe_block.cpp
@@ -134,6 +139,13 @@ class Model {
   // activations), their local outputs, and the local slice of the logits.
   std::vector<float> tp_in_, tp_out_, tp_logits_;
   std::vector<int64_t> counts_;
+  // Sequence parallelism: the piece's tokens per rank, every token's position and block
+  // tables, the gathered keys/values, this rank's sub-sequences and its logits rows.
+  std::vector<int64_t> sp_tokens_;
+  std::vector<int32_t> sp_pos_;
+  std::vector<const std::vector<BlockId>*> sp_tables_;
+  std::vector<float> sp_k_, sp_v_, sp_logits_;
+  std::vector<BatchSeq> sp_local_;
   ThreadPool* pool_ = nullptr;
   size_t weight_bytes_ = 0;
   PackingReport packing_;

@@ -187,7 +187,7 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
   {
-    auto split = plan_split(m->config_, where.tp, where.pp, where.rank);
+    auto split = plan_split(m->config_, where.tp, where.pp, where.rank, where.sp);
     if (!split) return split.status();
     m->split_ = std::move(split.value());
     split_weights(m->split_, m->config_, m->weights_);

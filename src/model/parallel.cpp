@@ -45,10 +45,20 @@ Result<std::pair<Range, Range>> heads_of(const ModelConfig& c, int32_t tp, int32
 
 }  // namespace
 
-Result<ParallelSplit> plan_split(const ModelConfig& c, int32_t tp, int32_t pp, int32_t rank) {
-  if (tp < 1 || pp < 1) return error("--tp and --pp must be at least 1 (got {} and {})", tp, pp);
-  if (rank < 0 || rank >= tp * pp) return error("rank {} is outside the {} x {} ranks", rank, tp, pp);
+Result<ParallelSplit> plan_split(const ModelConfig& c, int32_t tp, int32_t pp, int32_t rank, int32_t sp) {
+  if (tp < 1 || pp < 1 || sp < 1) return error("--tp, --pp and --sp must be at least 1 (got {}, {} and {})", tp, pp, sp);
+  if (sp > 1 && (tp > 1 || pp > 1)) return error("--sp runs alone: it cannot be combined with --tp or --pp");
+  if (rank < 0 || rank >= tp * pp * sp) return error("rank {} is outside the {} ranks", rank, tp * pp * sp);
   ParallelSplit s;
+  if (sp > 1) {
+    if (!c.causal) return error("--sp {}: an encoder's sequences run whole in one process", sp);
+    auto whole = plan_split(c, 1, 1, 0);
+    if (!whole) return whole.status();
+    s = std::move(whole.value());
+    s.sp_size = sp;
+    s.sp_rank = rank;
+    return s;
+  }
   s.tp_size = tp;
   s.pp_size = pp;
   s.tp_rank = rank % tp;

@@ -29,7 +29,7 @@ struct ModelWeights;
 
 // Where this process sits: tp x pp processes, this one's world rank.
 struct ParallelRank {
-  int32_t tp = 1, pp = 1, rank = 0;
+  int32_t tp = 1, pp = 1, rank = 0, sp = 1;
 };
 
 // [begin, end) of something split over ranks.
@@ -42,6 +42,10 @@ struct Range {
 struct ParallelSplit {
   int32_t tp_size = 1, tp_rank = 0;
   int32_t pp_size = 1, pp_rank = 0;
+  // Sequence parallel: every rank holds the whole model and every key/value; each step's
+  // tokens are cut into sp_size contiguous ranges, one per rank, whose keys/values are
+  // gathered layer by layer so each rank's queries see every earlier key.
+  int32_t sp_size = 1, sp_rank = 0;
   // This rank's query heads and the KV heads they read (a KV head is held by every rank
   // whose query heads read it when there are fewer KV heads than ranks).
   Range q_heads, kv_heads;
@@ -53,16 +57,22 @@ struct ParallelSplit {
 
   bool tensor_parallel() const { return tp_size > 1; }
   bool pipelined() const { return pp_size > 1; }
+  bool sequence_parallel() const { return sp_size > 1; }
+  bool split() const { return tensor_parallel() || pipelined() || sequence_parallel(); }
+  bool root() const { return tp_rank == 0 && pp_rank == 0 && sp_rank == 0; }
   bool first_stage() const { return pp_rank == 0; }
   bool last_stage() const { return pp_rank == pp_size - 1; }
   // The world rank of tensor rank t of stage s (stages are consecutive groups of ranks).
   int32_t world_rank(int32_t stage, int32_t t) const { return stage * tp_size + t; }
+  // [begin, end) of n tokens that sequence rank r computes.
+  Range tokens_of(int64_t n, int32_t r) const { return Range{n * r / sp_size, n * (r + 1) / sp_size}; }
 };
 
 // The split of c over tp x pp ranks for world rank `rank`, or why the model cannot be
 // split that way (heads that do not divide, QK-norm over whole rows, experts under tensor
 // parallelism, fewer layers than stages).
-Result<ParallelSplit> plan_split(const ModelConfig& c, int32_t tp, int32_t pp, int32_t rank);
+// With sp > 1 (sequence parallelism) tp and pp must be 1.
+Result<ParallelSplit> plan_split(const ModelConfig& c, int32_t tp, int32_t pp, int32_t rank, int32_t sp = 1);
 
 // Narrows w to what this rank computes: its rows of every matrix and bias, and empty
 // views for the layers of other stages, so neither loading nor repacking touches them.
@@ -83,6 +93,12 @@ class ModelComm {
   // its peer of the same tensor rank).
   virtual Status send_next(const float* x, int64_t n) = 0;
   virtual Status recv_prev(float* x, int64_t n) = 0;
+  // Sequence parallel: every rank's rows x width block (counts[r] rows for rank r),
+  // concatenated in rank order, on every rank.
+  virtual Status gather_rows(const float* mine, std::span<const int64_t> counts, int64_t width, float* out) = 0;
+  // Sequence parallel: every rank's rows x width block to world rank 0 only, in rank order.
+  virtual Status gather_rows_to_root(const float* mine, std::span<const int64_t> counts, int64_t width,
+                                     float* out) = 0;
   // The last stage's rows x vocab slices of logits to world rank 0, which assembles
   // them; on rank 0 `out` receives rows x sum(counts) (mine is ignored unless rank 0 is
   // also on the last stage).

@@ -29,7 +29,8 @@ from oracles import cached_model
 MPI_ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
-MODES = {"tp2": (2, ["--tp", "2"]), "pp2": (2, ["--pp", "2"]), "tp2pp2": (4, ["--tp", "2", "--pp", "2"])}
+MODES = {"tp2": (2, ["--tp", "2"]), "pp2": (2, ["--pp", "2"]), "tp2pp2": (4, ["--tp", "2", "--pp", "2"]),
+         "sp2": (2, ["--sp", "2"])}
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +93,7 @@ def test_split_runs_give_the_logits_of_one_process(pagoda_bin, mpirun, models, t
     assert got.shape == want.shape and np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("mode", ["tp2", "pp2"])
+@pytest.mark.parametrize("mode", ["tp2", "pp2", "sp2"])
 def test_gemma3_270m_split_gives_the_same_tokens(pagoda_bin, mpirun, tmp_path, mode):
     path = cached_model("gemma-3-270m-q4_k_m.gguf", "scripts/fetch_test_data")
     ids = [2, 818, 5279, 529, 7001, 563, 107, 236761, 1018, 563, 496, 1630, 529]
@@ -227,7 +228,7 @@ def test_server_over_a_split_model_answers_as_one_process(pagoda_bin, mpirun, mo
     model = models["llama_gqa_q8"][0]
     prompts = ["once upon a time " * 6 + str(i) for i in range(4)] + ["the same prefix " * 8] * 2
     want, got = None, None
-    for ranks, flags in [(1, []), (2, ["--tp", "2"]), (4, ["--tp", "2", "--pp", "2"])]:
+    for ranks, flags in [(1, []), (2, ["--tp", "2"]), (4, ["--tp", "2", "--pp", "2"]), (2, ["--sp", "2"])]:
         s = MpiServer(mpirun, pagoda_bin, model, ranks, *flags)
         try:
             got = completions(s.base, prompts, max_tokens=24, n=2, ignore_eos=True)
