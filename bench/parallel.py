@@ -6,7 +6,8 @@ bytes every rank sent per token, the largest share of the run a rank spent waiti
 transfers, and each rank's peak RSS.
 
   bench/parallel.py -m MODEL.gguf [--streams 1 8] [--rounds 3] [--threads 2]
-  bench/parallel.py -m MODEL.gguf --prefix "ip netns exec pgd0" ...  (see docs/parallel.md)
+  scripts/netns_cluster up 1000 && bench/parallel.py -m MODEL.gguf --mpirun "scripts/netns_cluster mpirun" \
+      --mpi-args ""   (two hosts with 1 ms between them; docs/parallel.md)
 
 Other load: the cores other processes kept busy during each run (/proc/stat minus this
 script's children), the maximum over the rounds.
@@ -54,12 +55,12 @@ def main() -> None:
     ap.add_argument("--pagoda", default=str(REPO / "build" / "bin" / "pagoda"))
     ap.add_argument("--streams", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--modes", nargs="+", default=["one", "tp2", "pp2"],
-                    help="one (one process), tpN, ppN, tpNppM")
+                    help="one (one process), tpN, ppN, tpNppM, spN")
     ap.add_argument("--threads", type=int, default=2, help="threads of the one process (each rank gets threads/ranks)")
     ap.add_argument("--input-len", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--mpirun", default="mpirun", help="the launcher, e.g. 'scripts/netns_cluster mpirun' (two hosts)")
     ap.add_argument("--mpi-args", default="--bind-to core", help="extra mpirun arguments (hosts, transports)")
     ap.add_argument("--prefix", default="", help="command prefix for every run (e.g. ip netns exec NS)")
     ap.add_argument("--json-out")
@@ -73,9 +74,10 @@ def main() -> None:
             return prefix + work + ["-t", str(a.threads)]
         tp = int(mode.split("tp")[1].split("pp")[0]) if "tp" in mode else 1
         pp = int(mode.split("pp")[1]) if "pp" in mode else 1
-        ranks = tp * pp
-        return prefix + [a.mpirun, "-np", str(ranks), *shlex.split(a.mpi_args)] + work + \
-            ["-t", str(max(1, a.threads // ranks)), "--tp", str(tp), "--pp", str(pp)]
+        sp = int(mode.split("sp")[1]) if "sp" in mode else 1
+        ranks = tp * pp * sp
+        return prefix + [*shlex.split(a.mpirun), "-np", str(ranks), *shlex.split(a.mpi_args)] + work + \
+            ["-t", str(max(1, a.threads // ranks)), "--tp", str(tp), "--pp", str(pp), "--sp", str(sp)]
 
     runs = []
     for rnd in range(a.rounds):
