@@ -491,6 +491,19 @@ Result<std::vector<StepOutput>> Engine::step() {
     // Tokens before the prompt's end are prefill; a decode step computes the last sample.
     counters_.prompt_tokens_computed += std::max(0, std::min(s->prompt_len, s->num_computed + w.n_tokens) - s->num_computed);
   }
+  // A split model sends only each rank's best (id, logit) when every row is read for its
+  // argmax alone.
+  batch_.argmax_only = true;
+  for (const ScheduledSeq& w : work) {
+    const Sequence* s = w.seq;
+    if (s->pool != Pooling::kNone) continue;
+    const RequestParams& p = *s->params;
+    const SamplingParams& sp = p.sampling;
+    const bool penalties = sp.repeat_last_n != 0 && (sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f ||
+                                                      sp.frequency_penalty != 0.0f);
+    if (sp.temperature > 0.0f || penalties || p.logprobs >= 0 || p.return_logits || p.constraint != nullptr)
+      batch_.argmax_only = false;
+  }
   const int64_t V = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.n_logits()) * V);
   const int64_t E = model_.config().n_embd;

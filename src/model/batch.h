@@ -32,10 +32,16 @@ struct BatchSeq {
 struct Batch {
   std::vector<int32_t> tokens;
   std::vector<BatchSeq> seqs;
+  // Every logits row is read only for its argmax (greedy sampling without penalties,
+  // logprobs, raw logits or a grammar): a model split over processes then sends each
+  // rank's best (id, logit) instead of its slice of the row, and the row rank 0 gets is
+  // -inf but at the argmax (ties to the lowest id, as greedy sampling breaks them).
+  bool argmax_only = false;
 
   void clear() {
     tokens.clear();
     seqs.clear();
+    argmax_only = false;
   }
   void add(std::span<const int32_t> toks, int32_t pos0, std::span<const std::vector<BlockId>> tables, bool logits,
            int32_t logit_rows = 1) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "base/fp16.h"
@@ -133,6 +134,7 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* p
     return error("forward: the sequences hold {} tokens but the batch has {}", total, batch.tokens.size());
   // Rank 0 decides every step; the other ranks run the same one.
   if (split && split_.root()) PAGODA_TRY(comm_->begin_step(batch, kv));
+  argmax_only_ = batch.argmax_only;
   return run_timed(batch.tokens.data(), batch.seqs, kv, logits, false, pooled);
 }
 
@@ -526,14 +528,8 @@ Status Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool 
   }
   if (rows == 0) return Status::ok();
   const bool split = split_.tensor_parallel() || split_.pipelined();
-  if (split && !split_.last_stage()) {
-    counts_.clear();
-    for (const Range& r : split_.vocab) counts_.push_back(r.size());
-    return comm_->collect_logits(nullptr, rows, counts_, logits);
-  }
-  // Split by tensor parallelism, this process's slice of the vocabulary.
-  if (split) tp_logits_.resize(static_cast<size_t>(rows * weights_.output.rows));
-  float* out = split ? tp_logits_.data() : logits;
+  if (split) return output_logits_split(seqs, logits, rows);
+  float* out = logits;
   matmul(weights_.output, xn_.data(), rows, out, *pool_);
   const int64_t V = weights_.output.rows;
   if (c.logit_scale != 1.0f) {
@@ -542,10 +538,64 @@ Status Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool 
   }
   if (c.final_softcap > 0.0f)
     for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(out + r * V, c.final_softcap, V); });
-  if (!split) return Status::ok();
+  return Status::ok();
+}
+
+// The logits of a model split by tensor or pipeline parallelism: the last stage's ranks
+// compute their vocabulary slices (xn_ holds the rows' normed states), rank 0 collects
+// them whole, or only each rank's best (logit, id) when the step reads nothing else.
+Status Model::output_logits_split(std::span<const BatchSeq> seqs, float* logits, int64_t rows) {
+  const ModelConfig& c = config_;
+  const int64_t T = split_.tp_size;
   counts_.clear();
-  for (const Range& r : split_.vocab) counts_.push_back(r.size());
-  return comm_->collect_logits(out, rows, counts_, logits);
+  for (const Range& r : split_.vocab) counts_.push_back(argmax_only_ ? 2 : r.size());
+  const bool root = split_.root();
+  if (argmax_only_ && root) best_all_.resize(static_cast<size_t>(rows * 2 * T));
+  float* dest = argmax_only_ ? best_all_.data() : logits;
+  if (!split_.last_stage()) {
+    PAGODA_TRY(comm_->collect_logits(nullptr, rows, counts_, dest));
+    if (argmax_only_ && root) expand_argmax(best_all_.data(), rows, T, logits);
+    return Status::ok();
+  }
+  const int64_t V = weights_.output.rows;  // this rank's slice of the vocabulary
+  tp_logits_.resize(static_cast<size_t>(rows * V));
+  float* out = tp_logits_.data();
+  matmul(weights_.output, xn_.data(), rows, out, *pool_);
+  if (c.logit_scale != 1.0f)
+    for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(out + r * V, 1.0f / c.logit_scale, V); });
+  if (c.final_softcap > 0.0f)
+    for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(out + r * V, c.final_softcap, V); });
+  if (!argmax_only_) return comm_->collect_logits(out, rows, counts_, logits);
+  row_argmax(out, rows, V, split_.vocab[static_cast<size_t>(split_.tp_rank)].begin);
+  PAGODA_TRY(comm_->collect_logits(best_.data(), rows, counts_, dest));
+  if (root) expand_argmax(best_all_.data(), rows, T, logits);
+  return Status::ok();
+}
+
+void Model::row_argmax(const float* logits, int64_t rows, int64_t width, int64_t col0) {
+  best_.resize(static_cast<size_t>(rows * 2));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * width;
+    int64_t at = 0;
+    for (int64_t i = 1; i < width; ++i)
+      if (row[i] > row[at]) at = i;
+    best_[static_cast<size_t>(2 * r)] = row[at];
+    // Ids are below 2^24 (Model::load), so a float holds them exactly.
+    best_[static_cast<size_t>(2 * r + 1)] = static_cast<float>(col0 + at);
+  }
+}
+
+void Model::expand_argmax(const float* pairs, int64_t rows, int64_t ranks, float* logits) const {
+  const int64_t V = config_.n_vocab;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = pairs + r * 2 * ranks;
+    int64_t at = 0;  // ranks hold increasing ids: the first of equal logits has the lowest
+    for (int64_t k = 1; k < ranks; ++k)
+      if (p[2 * k] > p[2 * at]) at = k;
+    float* row = logits + r * V;
+    std::fill(row, row + V, -std::numeric_limits<float>::infinity());
+    row[static_cast<int64_t>(p[2 * at + 1])] = p[2 * at];
+  }
 }
 
 }  // namespace pagoda

@@ -122,6 +122,7 @@ class Model {
   // rank 0.
   Status forward_chunk_sp(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits);
   Status store_gathered_kv(int32_t layer, int64_t n_local, KvStorage& kv);
+  Status output_logits_split(std::span<const BatchSeq> seqs, float* logits, int64_t rows);
   Status row_split_matmul(const WeightView& w, const float* x, std::span<const Range> parts, int64_t n,
                           ThreadPool& pool);
   void moe_block(int32_t layer, int64_t n);  // moe_block.cpp
@@ -139,6 +140,15 @@ class Model {
   // activations), their local outputs, and the local slice of the logits.
   std::vector<float> tp_in_, tp_out_, tp_logits_;
   std::vector<int64_t> counts_;
+  // The step's Batch::argmax_only, and each row's best (logit, id) pairs: this rank's, then
+  // on rank 0 every rank's.
+  bool argmax_only_ = false;
+  std::vector<float> best_, best_all_;
+  // Each row's best (logit, id as float) of rows x width logits whose first column is
+  // vocabulary id col0, into best_.
+  void row_argmax(const float* logits, int64_t rows, int64_t width, int64_t col0);
+  // Rank 0: rows of -inf but each row's best of the ranks' pairs (ties to the lowest id).
+  void expand_argmax(const float* pairs, int64_t rows, int64_t ranks, float* logits) const;
   // Sequence parallelism: the piece's tokens per rank, every token's position and block
   // tables, the gathered keys/values, this rank's sub-sequences and its logits rows.
   std::vector<int64_t> sp_tokens_;

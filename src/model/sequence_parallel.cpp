@@ -59,12 +59,19 @@ Status Model::forward_chunk_sp(const int32_t* tokens, std::span<const BatchSeq> 
     else PAGODA_TRY(ffn_block(l, nl));
   }
   const int64_t V = c.n_vocab;
-  sp_logits_.resize(static_cast<size_t>(counts_[static_cast<size_t>(split_.sp_rank)] * V));
+  const int64_t mine_rows = counts_[static_cast<size_t>(split_.sp_rank)];
+  sp_logits_.resize(static_cast<size_t>(mine_rows * V));
   if (!sp_local_.empty()) PAGODA_TRY(output_logits(sp_local_, sp_logits_.data(), false));
   int64_t rows = 0;
   for (int64_t k : counts_) rows += k;
   if (rows == 0) return Status::ok();
-  return comm_->gather_rows_to_root(sp_logits_.data(), counts_, V, logits);
+  if (!argmax_only_) return comm_->gather_rows_to_root(sp_logits_.data(), counts_, V, logits);
+  // Rows are whole on each rank: one (logit, id) pair each crosses instead.
+  row_argmax(sp_logits_.data(), mine_rows, V, 0);
+  best_all_.resize(static_cast<size_t>(rows * 2));
+  PAGODA_TRY(comm_->gather_rows_to_root(best_.data(), counts_, 2, best_all_.data()));
+  if (split_.root()) expand_argmax(best_all_.data(), rows, 1, logits);
+  return Status::ok();
 }
 
 Status Model::store_gathered_kv(int32_t l, int64_t n_local, KvStorage& kv) {
