@@ -86,19 +86,20 @@ def main() -> None:
                 j, other = run(command(mode, streams), MPI_ENV)
                 par = j.get("parallel", {})
                 row = {"round": rnd, "mode": mode, "streams": streams, "tok_s": j["output_tokens_per_second"],
-                       "tpot_p50_ms": j["tpot_ms"]["p50"], "other_cores": other,
+                       "tpot_p50_ms": j["tpot_ms"]["p50"], "ttft_p50_ms": j["ttft_ms"]["p50"], "other_cores": other,
                        "bytes_per_token": par.get("bytes_sent_per_token", 0.0),
                        "comm_share": par.get("comm_share_max", 0.0),
                        "rss_mib": [r["peak_rss_bytes"] / 2**20 for r in par["ranks"]] if par
                        else [j["peak_rss_bytes"] / 2**20]}
                 runs.append(row)
                 print(f"round {rnd} {mode:8s} {streams:2d} streams {row['tok_s']:8.2f} tok/s  "
+                      f"TTFT {row['ttft_p50_ms']:8.1f} ms  "
                       f"comm {100 * row['comm_share']:5.1f}%  {row['bytes_per_token'] / 1024:8.1f} KiB/token  "
                       f"RSS {'/'.join(f'{x:.0f}' for x in row['rss_mib'])} MiB  other {other:.2f}", flush=True)
     print()
-    print("| streams | mode | tok/s (median) | vs one process | KiB sent per token | comm share | peak RSS per rank (MiB) "
-          "| other load (cores, max) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| streams | mode | tok/s (median) | vs one process | TTFT p50 ms (median) | KiB sent per token | comm share "
+          "| peak RSS per rank (MiB) | other load (cores, max) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     summary = []
     for streams in a.streams:
         base = statistics.median(r["tok_s"] for r in runs if r["mode"] == "one" and r["streams"] == streams) \
@@ -109,9 +110,11 @@ def main() -> None:
             row = {"streams": streams, "mode": mode, "tok_s": med, "ratio": med / base if base else None,
                    "bytes_per_token": statistics.median(r["bytes_per_token"] for r in rs),
                    "comm_share": statistics.median(r["comm_share"] for r in rs),
+                   "ttft_ms": statistics.median(r["ttft_p50_ms"] for r in rs),
                    "rss_mib": rs[-1]["rss_mib"], "other_cores": max(r["other_cores"] for r in rs)}
             summary.append(row)
-            print(f"| {streams} | {mode} | {med:.2f} | {row['ratio']:.2f} | {row['bytes_per_token'] / 1024:.1f} | "
+            ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
+            print(f"| {streams} | {mode} | {med:.2f} | {ratio} | {row['ttft_ms']:.1f} | {row['bytes_per_token'] / 1024:.1f} | "
                   f"{100 * row['comm_share']:.1f}% | {' / '.join(f'{x:.0f}' for x in row['rss_mib'])} | "
                   f"{row['other_cores']:.2f} |")
     if a.json_out:
