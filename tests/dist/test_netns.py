@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 
 import pytest
 
 import oracles
-from conftest import REPO
 
-CLUSTER = REPO / "scripts" / "netns_cluster"
+CLUSTER = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "netns_cluster"
 PREFIX = "pgt"  # not the scripts' default, so a user's own pair is left alone
 
 

@@ -21,13 +21,15 @@ import numpy as np
 import pytest
 
 import oracles
-from conftest import SHARED_MODELS
 from oracles import cached_model
 
 # Root in CI containers; ranks over shared memory without the cross-memory-attach
 # syscalls a container may forbid; more ranks than the two cores.
 MPI_ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SHARED_MODELS = pathlib.Path(os.environ.get("PAGODA_SHARED_MODELS", REPO.parent / "shared" / "models"))
 
 MODES = {"tp2": (2, ["--tp", "2"]), "pp2": (2, ["--pp", "2"]), "tp2pp2": (4, ["--tp", "2", "--pp", "2"]),
          "sp2": (2, ["--sp", "2"])}
@@ -93,7 +95,7 @@ def test_split_runs_give_the_logits_of_one_process(pagoda_bin, mpirun, models, t
     assert got.shape == want.shape and np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("mode", ["tp2", "pp2", "sp2"])
+@pytest.mark.parametrize("mode", ["tp2", "pp2", "tp2pp2", "sp2"])
 def test_gemma3_270m_split_gives_the_same_tokens(pagoda_bin, mpirun, tmp_path, mode):
     path = cached_model("gemma-3-270m-q4_k_m.gguf", "scripts/fetch_test_data")
     ids = [2, 818, 5279, 529, 7001, 563, 107, 236761, 1018, 563, 496, 1630, 529]
@@ -105,13 +107,15 @@ def test_gemma3_270m_split_gives_the_same_tokens(pagoda_bin, mpirun, tmp_path, m
     assert np.array_equal(got, want)
 
 
-def test_experts_split_by_layers_and_refused_by_heads(pagoda_bin, mpirun, write_gen_model, tmp_path):
+def test_experts_split_by_layers_or_tokens_and_refused_by_heads(pagoda_bin, mpirun, write_gen_model, tmp_path):
     model = write_gen_model(tmp_path / "moe.gguf", "qwen2moe", "Q8_0", dim=128, layers=4, heads=4, kv_heads=2, ff=256,
                             vocab=1000)
     ids = [random.Random(3).randrange(3, 1000) for _ in range(40)]
     want_ids, want = run_ids(pagoda_bin, model, ids, tmp_path, "one")
-    got_ids, got = run_ids(pagoda_bin, model, ids, tmp_path, "pp", mpirun=mpirun, ranks=2, extra=["--pp", "2"])
-    assert got_ids == want_ids and np.array_equal(got, want)
+    for mode in ("pp2", "sp2"):
+        ranks, flags = MODES[mode]
+        got_ids, got = run_ids(pagoda_bin, model, ids, tmp_path, mode, mpirun=mpirun, ranks=ranks, extra=flags)
+        assert got_ids == want_ids and np.array_equal(got, want), mode
     r = mpi(mpirun, 2, [pagoda_bin("pagoda"), "run", "-m", model, "--prompt-ids", "1,2,3", "-n", "2", "--tp", "2"])
     assert r.returncode != 0
     assert b"mixture-of-experts" in r.stderr and b"--pp" in r.stderr
