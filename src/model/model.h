@@ -88,6 +88,11 @@ class Model {
   // nothing, on token ids outside the vocabulary, block tables that do not cover a
   // sequence's positions, block ids outside the storage, logits from a model without an
   // output head, or an encoder's sequence that is not whole.
+  // Split over processes (load's ParallelRank), rank 0 calls it with the engine's batch and
+  // first ships it to the other ranks, which call it with the same batch and null logits;
+  // rank 0 alone receives logits, bit-identical to one process's (under
+  // Batch::argmax_only, -inf but at each row's argmax). A transfer that fails (a rank
+  // lost) fails the step.
   Status forward(const Batch& batch, KvStorage& kv, float* logits, float* pooled = nullptr);
 
   // logits: n_vocab floats for the last token, or n_tokens * n_vocab with all_logits.
