@@ -87,7 +87,7 @@ std::vector<uint8_t> encode_step(std::span<const KvCopy> copies, const Batch& ba
     w.i64(c.rows);
   }
   w.i32s(batch.tokens);
-  w.i64(batch.argmax_only ? 1 : 0);
+  w.i64(batch.top_candidates);
   w.i64(static_cast<int64_t>(batch.seqs.size()));
   for (const BatchSeq& s : batch.seqs) {
     for (int64_t v : {int64_t{s.n_tokens}, int64_t{s.pos0}, int64_t{s.logits}, int64_t{s.logit_rows},
@@ -108,10 +108,9 @@ Status decode_step(std::span<const uint8_t> bytes, StepPlan& plan) {
   plan.copies.resize(static_cast<size_t>(n));
   for (KvCopy& c : plan.copies)
     if (!r.i32(c.src) || !r.i32(c.dst) || !r.i32(c.rows)) return truncated("step");
-  int64_t argmax_only = 0;
-  if (!r.i32s(plan.batch.tokens) || !r.i64(argmax_only) || !r.i64(n) || n < 0 || n > (int64_t{1} << 24))
+  if (!r.i32s(plan.batch.tokens) || !r.i32(plan.batch.top_candidates) || plan.batch.top_candidates < 0 || !r.i64(n) ||
+      n < 0 || n > (int64_t{1} << 24))
     return truncated("step");
-  plan.batch.argmax_only = argmax_only != 0;
   plan.tables.assign(static_cast<size_t>(n), {});
   plan.batch.seqs.resize(static_cast<size_t>(n));
   for (size_t i = 0; i < plan.batch.seqs.size(); ++i) {

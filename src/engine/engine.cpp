@@ -491,9 +491,10 @@ Result<std::vector<StepOutput>> Engine::step() {
     // Tokens before the prompt's end are prefill; a decode step computes the last sample.
     counters_.prompt_tokens_computed += std::max(0, std::min(s->prompt_len, s->num_computed + w.n_tokens) - s->num_computed);
   }
-  // A split model sends only each rank's best (id, logit) when every row is read for its
-  // argmax alone.
-  batch_.argmax_only = true;
+  // A split model sends each rank's k best (logit, id) per row instead of its slice when
+  // nothing reads more of the row than greedy or top-k sampling does.
+  batch_.top_candidates = 0;
+  const int64_t n_vocab = model_.config().n_vocab;
   for (const ScheduledSeq& w : work) {
     const Sequence* s = w.seq;
     if (s->pool != Pooling::kNone) continue;
@@ -501,8 +502,12 @@ Result<std::vector<StepOutput>> Engine::step() {
     const SamplingParams& sp = p.sampling;
     const bool penalties = sp.repeat_last_n != 0 && (sp.repeat_penalty != 1.0f || sp.presence_penalty != 0.0f ||
                                                       sp.frequency_penalty != 0.0f);
-    if (sp.temperature > 0.0f || penalties || p.logprobs >= 0 || p.return_logits || p.constraint != nullptr)
-      batch_.argmax_only = false;
+    const int32_t k = sp.temperature <= 0.0f ? 1 : sp.top_k > 0 && sp.top_k < n_vocab ? sp.top_k : 0;
+    if (k == 0 || k > 256 || penalties || p.logprobs >= 0 || p.return_logits || p.constraint != nullptr) {
+      batch_.top_candidates = 0;
+      break;
+    }
+    batch_.top_candidates = std::max(batch_.top_candidates, k);
   }
   const int64_t V = model_.config().n_vocab;
   logits_.resize(static_cast<size_t>(batch_.n_logits()) * V);

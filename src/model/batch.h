@@ -32,16 +32,18 @@ struct BatchSeq {
 struct Batch {
   std::vector<int32_t> tokens;
   std::vector<BatchSeq> seqs;
-  // Every logits row is read only for its argmax (greedy sampling without penalties,
-  // logprobs, raw logits or a grammar): a model split over processes then sends each
-  // rank's best (id, logit) instead of its slice of the row, and the row rank 0 gets is
-  // -inf but at the argmax (ties to the lowest id, as greedy sampling breaks them).
-  bool argmax_only = false;
+  // k > 0: every logits row is read only for its k best tokens (greedy sampling: 1;
+  // top-k sampling: its k), with no penalties, logprobs, raw logits or grammar reading the
+  // rest. A model split over processes then sends each rank's k best (logit, id) instead
+  // of its slice of the row, and the row rank 0 gets is -inf but at those: it holds the
+  // row's k best under sampling's order (higher logit, then lower id), so greedy and
+  // top-k sampling pick what they pick from the whole row. 0: whole rows.
+  int32_t top_candidates = 0;
 
   void clear() {
     tokens.clear();
     seqs.clear();
-    argmax_only = false;
+    top_candidates = 0;
   }
   void add(std::span<const int32_t> toks, int32_t pos0, std::span<const std::vector<BlockId>> tables, bool logits,
            int32_t logit_rows = 1) {

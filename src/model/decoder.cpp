@@ -134,7 +134,7 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* p
     return error("forward: the sequences hold {} tokens but the batch has {}", total, batch.tokens.size());
   // Rank 0 decides every step; the other ranks run the same one.
   if (split && split_.root()) PAGODA_TRY(comm_->begin_step(batch, kv));
-  argmax_only_ = batch.argmax_only;
+  top_k_ = batch.top_candidates;
   return run_timed(batch.tokens.data(), batch.seqs, kv, logits, false, pooled);
 }
 
@@ -543,18 +543,19 @@ Status Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool 
 
 // The logits of a model split by tensor or pipeline parallelism: the last stage's ranks
 // compute their vocabulary slices (xn_ holds the rows' normed states), rank 0 collects
-// them whole, or only each rank's best (logit, id) when the step reads nothing else.
+// them whole, or only each rank's k best (logit, id) when the step reads nothing else.
 Status Model::output_logits_split(std::span<const BatchSeq> seqs, float* logits, int64_t rows) {
   const ModelConfig& c = config_;
   const int64_t T = split_.tp_size;
+  const int64_t k = top_k_;
   counts_.clear();
-  for (const Range& r : split_.vocab) counts_.push_back(argmax_only_ ? 2 : r.size());
+  for (const Range& r : split_.vocab) counts_.push_back(k > 0 ? 2 * k : r.size());
   const bool root = split_.root();
-  if (argmax_only_ && root) best_all_.resize(static_cast<size_t>(rows * 2 * T));
-  float* dest = argmax_only_ ? best_all_.data() : logits;
+  if (k > 0 && root) best_all_.resize(static_cast<size_t>(rows * 2 * k * T));
+  float* dest = k > 0 ? best_all_.data() : logits;
   if (!split_.last_stage()) {
     PAGODA_TRY(comm_->collect_logits(nullptr, rows, counts_, dest));
-    if (argmax_only_ && root) expand_argmax(best_all_.data(), rows, T, logits);
+    if (k > 0 && root) expand_best(best_all_.data(), rows, k * T, logits);
     return Status::ok();
   }
   const int64_t V = weights_.output.rows;  // this rank's slice of the vocabulary
@@ -565,36 +566,58 @@ Status Model::output_logits_split(std::span<const BatchSeq> seqs, float* logits,
     for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(out + r * V, 1.0f / c.logit_scale, V); });
   if (c.final_softcap > 0.0f)
     for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(out + r * V, c.final_softcap, V); });
-  if (!argmax_only_) return comm_->collect_logits(out, rows, counts_, logits);
-  row_argmax(out, rows, V, split_.vocab[static_cast<size_t>(split_.tp_rank)].begin);
+  if (k == 0) return comm_->collect_logits(out, rows, counts_, logits);
+  row_best(out, rows, V, split_.vocab[static_cast<size_t>(split_.tp_rank)].begin);
   PAGODA_TRY(comm_->collect_logits(best_.data(), rows, counts_, dest));
-  if (root) expand_argmax(best_all_.data(), rows, T, logits);
+  if (root) expand_best(best_all_.data(), rows, k * T, logits);
   return Status::ok();
 }
 
-void Model::row_argmax(const float* logits, int64_t rows, int64_t width, int64_t col0) {
-  best_.resize(static_cast<size_t>(rows * 2));
+// Every token of the row's top k (under sampling's order: higher logit, then lower id)
+// is among its own rank's top k, so the union of the ranks' lists holds the row's top k.
+void Model::row_best(const float* logits, int64_t rows, int64_t width, int64_t col0) {
+  const int64_t k = top_k_;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  best_.assign(static_cast<size_t>(rows * 2 * k), kNegInf);
+  // A min-heap of the k best so far under (logit, lower id first); most entries fail the
+  // comparison with its top, so a row costs one scan.
+  std::vector<std::pair<float, int64_t>> heap;
+  auto worse = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits + r * width;
-    int64_t at = 0;
-    for (int64_t i = 1; i < width; ++i)
-      if (row[i] > row[at]) at = i;
-    best_[static_cast<size_t>(2 * r)] = row[at];
-    // Ids are below 2^24 (Model::load), so a float holds them exactly.
-    best_[static_cast<size_t>(2 * r + 1)] = static_cast<float>(col0 + at);
+    heap.clear();
+    for (int64_t i = 0; i < width; ++i) {
+      const float v = row[i];
+      if (!(v > kNegInf)) continue;  // -inf and NaN are never candidates
+      if (static_cast<int64_t>(heap.size()) < k) {
+        heap.emplace_back(v, i);
+        std::push_heap(heap.begin(), heap.end(), worse);
+      } else if (v > heap.front().first) {  // equal logits: the earlier (lower) id stays
+        std::pop_heap(heap.begin(), heap.end(), worse);
+        heap.back() = {v, i};
+        std::push_heap(heap.begin(), heap.end(), worse);
+      }
+    }
+    float* out = best_.data() + r * 2 * k;
+    for (size_t j = 0; j < heap.size(); ++j) {
+      out[2 * j] = heap[j].first;
+      // Ids are below 2^24 (Model::load), so a float holds them exactly.
+      out[2 * j + 1] = static_cast<float>(col0 + heap[j].second);
+    }
   }
 }
 
-void Model::expand_argmax(const float* pairs, int64_t rows, int64_t ranks, float* logits) const {
+void Model::expand_best(const float* pairs, int64_t rows, int64_t pairs_per_row, float* logits) const {
   const int64_t V = config_.n_vocab;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
-    const float* p = pairs + r * 2 * ranks;
-    int64_t at = 0;  // ranks hold increasing ids: the first of equal logits has the lowest
-    for (int64_t k = 1; k < ranks; ++k)
-      if (p[2 * k] > p[2 * at]) at = k;
     float* row = logits + r * V;
-    std::fill(row, row + V, -std::numeric_limits<float>::infinity());
-    row[static_cast<int64_t>(p[2 * at + 1])] = p[2 * at];
+    std::fill(row, row + V, kNegInf);
+    const float* p = pairs + r * 2 * pairs_per_row;
+    for (int64_t j = 0; j < pairs_per_row; ++j)
+      if (p[2 * j] > kNegInf) row[static_cast<int64_t>(p[2 * j + 1])] = p[2 * j];
   }
 }
 

@@ -91,7 +91,7 @@ class Model {
   // Split over processes (load's ParallelRank), rank 0 calls it with the engine's batch and
   // first ships it to the other ranks, which call it with the same batch and null logits;
   // rank 0 alone receives logits, bit-identical to one process's (under
-  // Batch::argmax_only, -inf but at each row's argmax). A transfer that fails (a rank
+  // Batch::top_candidates, -inf but at each row's best tokens). A transfer that fails (a rank
   // lost) fails the step.
   Status forward(const Batch& batch, KvStorage& kv, float* logits, float* pooled = nullptr);
 
@@ -145,15 +145,15 @@ class Model {
   // activations), their local outputs, and the local slice of the logits.
   std::vector<float> tp_in_, tp_out_, tp_logits_;
   std::vector<int64_t> counts_;
-  // The step's Batch::argmax_only, and each row's best (logit, id) pairs: this rank's, then
-  // on rank 0 every rank's.
-  bool argmax_only_ = false;
+  // The step's Batch::top_candidates, and each row's best (logit, id) pairs: this rank's,
+  // then on rank 0 every rank's.
+  int32_t top_k_ = 0;
   std::vector<float> best_, best_all_;
-  // Each row's best (logit, id as float) of rows x width logits whose first column is
-  // vocabulary id col0, into best_.
-  void row_argmax(const float* logits, int64_t rows, int64_t width, int64_t col0);
-  // Rank 0: rows of -inf but each row's best of the ranks' pairs (ties to the lowest id).
-  void expand_argmax(const float* pairs, int64_t rows, int64_t ranks, float* logits) const;
+  // Each row's top_k_ best (logit, id as float) of rows x width logits whose first column
+  // is vocabulary id col0, into best_ (padded with -inf).
+  void row_best(const float* logits, int64_t rows, int64_t width, int64_t col0);
+  // Rank 0: rows of -inf but at every pair the ranks sent.
+  void expand_best(const float* pairs, int64_t rows, int64_t pairs_per_row, float* logits) const;
   // Sequence parallelism: the piece's tokens per rank, every token's position and block
   // tables, the gathered keys/values, this rank's sub-sequences and its logits rows.
   std::vector<int64_t> sp_tokens_;

@@ -65,12 +65,12 @@ Status Model::forward_chunk_sp(const int32_t* tokens, std::span<const BatchSeq> 
   int64_t rows = 0;
   for (int64_t k : counts_) rows += k;
   if (rows == 0) return Status::ok();
-  if (!argmax_only_) return comm_->gather_rows_to_root(sp_logits_.data(), counts_, V, logits);
-  // Rows are whole on each rank: one (logit, id) pair each crosses instead.
-  row_argmax(sp_logits_.data(), mine_rows, V, 0);
-  best_all_.resize(static_cast<size_t>(rows * 2));
-  PAGODA_TRY(comm_->gather_rows_to_root(best_.data(), counts_, 2, best_all_.data()));
-  if (split_.root()) expand_argmax(best_all_.data(), rows, 1, logits);
+  if (top_k_ == 0) return comm_->gather_rows_to_root(sp_logits_.data(), counts_, V, logits);
+  // Rows are whole on each rank: their k best (logit, id) pairs cross instead.
+  row_best(sp_logits_.data(), mine_rows, V, 0);
+  best_all_.resize(static_cast<size_t>(rows * 2 * top_k_));
+  PAGODA_TRY(comm_->gather_rows_to_root(best_.data(), counts_, 2 * top_k_, best_all_.data()));
+  if (split_.root()) expand_best(best_all_.data(), rows, top_k_, logits);
   return Status::ok();
 }
 

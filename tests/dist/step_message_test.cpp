@@ -12,6 +12,7 @@ TEST(StepMessage, StepRoundTripsWithCopiesTablesAndRows) {
   batch.add(std::vector<int32_t>{11, 12, 13}, 0, a, false);
   batch.add(std::vector<int32_t>{21, 22}, 40, b, true, 2);
   batch.seqs.back().pool = Pooling::kMean;
+  batch.top_candidates = 40;
   const std::vector<KvCopy> copies = {{1, 2, 16}, {5, 6, 3}};
   const std::vector<uint8_t> bytes = encode_step(copies, batch);
 
@@ -22,6 +23,7 @@ TEST(StepMessage, StepRoundTripsWithCopiesTablesAndRows) {
   EXPECT_EQ(plan.copies[1].dst, 6);
   EXPECT_EQ(plan.copies[1].rows, 3);
   EXPECT_EQ(plan.batch.tokens, batch.tokens);
+  EXPECT_EQ(plan.batch.top_candidates, 40);
   ASSERT_EQ(plan.batch.seqs.size(), 2u);
   const BatchSeq& s = plan.batch.seqs[1];
   EXPECT_EQ(s.n_tokens, 2);

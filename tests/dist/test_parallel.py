@@ -136,7 +136,7 @@ def test_bench_traffic_is_the_formula_of_the_split(pagoda_bin, mpirun, models):
     """Rank 1 sends, per token through a layer, its slices of the four gathered
     activations (attention output, attention projection, FFN activation, FFN projection),
     and per logits row its best (logit, id) pair, since greedy sampling reads nothing else
-    (Batch::argmax_only): the counters say exactly that."""
+    (Batch::top_candidates): the counters say exactly that."""
     model, vocab, _ = models["llama_gqa_q8"]
     r = mpi(mpirun, 2, [pagoda_bin("pagoda"), "bench", "throughput", "-m", model, "--num-prompts", "3",
                         "--input-len", "20", "--output-len", "10", "-t", "1", "--tp", "2", "--json"])
@@ -215,6 +215,7 @@ def completions(base, prompts, **kw):
 
     def one(i):
         r = httpx.post(base + "/v1/completions", json={"prompt": prompts[i], "temperature": 0, **kw}, timeout=120)
+        # (kw's temperature, when given, replaces the 0)
         assert r.status_code == 200, r.text
         out[i] = [c["text"] for c in r.json()["choices"]]
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
@@ -236,6 +237,11 @@ def test_server_over_a_split_model_answers_as_one_process(pagoda_bin, mpirun, mo
         s = MpiServer(mpirun, pagoda_bin, model, ranks, *flags)
         try:
             got = completions(s.base, prompts, max_tokens=24, n=2, ignore_eos=True)
+            # Sampled with a seed: top-k sampling (each rank sends its 40 best per row),
+            # the whole row (top_k 0), and logprobs (whole rows) draw the same tokens.
+            for extra in ({"top_k": 40}, {"top_k": 0}, {"top_k": 40, "logprobs": 2}):
+                got += completions(s.base, prompts[:3], max_tokens=16, ignore_eos=True, temperature=0.9, seed=11,
+                                   **extra)
         finally:
             s.stop()
         # mpirun itself exits 1 when it was signalled; the server's own words say how it ended.
@@ -275,3 +281,21 @@ def test_a_lost_rank_fails_open_requests_and_ends_the_job(pagoda_bin, mpirun, mo
     errors = [e for e in events if '"error"' in e]
     assert errors and "cluster is lost" in errors[0], events[-3:]
     assert [e for e in events if e][-1] == "data: [DONE]"
+
+
+@pytest.mark.parametrize("mode", ["tp2", "pp2", "sp2"])
+def test_sampled_tokens_match_one_process(pagoda_bin, mpirun, models, tmp_path, mode):
+    """Seeded sampling draws the same tokens: with top-k each rank sends only its k best
+    (logit, id) per row, which hold the row's k best; with top-k off, whole rows."""
+    model = models["qwen2_q4_0"][0]
+    ranks, flags = MODES[mode]
+    for filters in (["--top-k", "40"], ["--top-k", "5", "--top-p", "0.9"], ["--top-k", "0"]):
+        argv = [pagoda_bin("pagoda"), "run", "-m", model, "--prompt-ids", "1,2,3,4", "-n", "40", "--temp", "0.9",
+                "-s", "7", "--ignore-eos", *filters]
+        one = subprocess.run(list(map(str, argv + ["-t", "2", "--ids-out", tmp_path / "one.json"])),
+                             capture_output=True, timeout=120)
+        assert one.returncode == 0, one.stderr
+        split = mpi(mpirun, ranks, argv + ["-t", "1", "--ids-out", tmp_path / "split.json", *flags])
+        assert split.returncode == 0, split.stderr.decode(errors="replace")[-2000:]
+        assert json.loads((tmp_path / "split.json").read_text()) == json.loads((tmp_path / "one.json").read_text()), \
+            filters
