@@ -123,7 +123,10 @@ class Engine {
   const BlockPool& block_pool() const { return *pool_; }
   const KvStorage& kv_storage() const { return *storage_; }
   const DraftModel* draft_model() const { return drafter_.get(); }
-  void prefault_kv() { storage_->prefault(); }
+  // Only this process's layers' (a pipeline stage's) KV.
+  void prefault_kv() {
+    storage_->prefault(static_cast<int32_t>(model_.split().layers.begin), static_cast<int32_t>(model_.split().layers.end));
+  }
   // The KV shape the engine builds for a model (to size budgets from outside).
   static KvShape kv_shape(const ModelConfig& mc, const EngineConfig& config);
   // The KV cache create() allocates, given the memory available (0: unknown, no cap);

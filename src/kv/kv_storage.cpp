@@ -114,10 +114,19 @@ void KvStorage::store(int32_t l, BlockId b, int32_t slot, const float* k, const 
   store_row(row(l, 1, b, slot), v);
 }
 
-void KvStorage::prefault() {
+void KvStorage::prefault(int32_t first, int32_t end) {
   const size_t page = 4096;
   volatile uint8_t* p = base_;
-  for (size_t off = 0; off < bytes_; off += page) p[off] = 0;
+  if (end < 0) end = shape_.n_layer;
+  std::vector<bool> slots(static_cast<size_t>(layout_.layers_per_block()), false);
+  for (int32_t l = std::max(0, first); l < std::min(end, shape_.n_layer); ++l)
+    slots[static_cast<size_t>(layout_.slot_of(l))] = true;
+  // A layer slot's K and V arrays are one contiguous range.
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (!slots[s]) continue;
+    const size_t begin = s * 2 * layer_bytes_, stop = std::min(bytes_, begin + 2 * layer_bytes_);
+    for (size_t off = begin; off < stop; off += page) p[off] = 0;
+  }
 }
 
 void KvStorage::copy_block(BlockId src, BlockId dst, int32_t n_rows) {

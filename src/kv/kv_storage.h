@@ -70,8 +70,9 @@ class KvStorage {
   uint8_t* k_row(int32_t l, BlockId b, int32_t slot) { return row(l, 0, b, slot); }
   uint8_t* v_row(int32_t l, BlockId b, int32_t slot) { return row(l, 1, b, slot); }
   // Touches every page now (first-touch faults otherwise land in the first steps that
-  // reach them), as a server or benchmark wants before it starts timing.
-  void prefault();
+  // reach them), as a server or benchmark wants before it starts timing. Only the slots of
+  // layers [first, end) when given (a pipeline stage's; end -1: the last layer).
+  void prefault(int32_t first = 0, int32_t end = -1);
   // Copies the first n_rows slots of block src to block dst in every layer it holds
   // (copy-on-write).
   void copy_block(BlockId src, BlockId dst, int32_t n_rows);

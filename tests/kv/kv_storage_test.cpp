@@ -9,6 +9,8 @@
 // int8 per head (a float scale d = max|x| / 127, then q = round(x / d)), writing only the
 // two rows it names; and parse_kv_type accepts the flag spellings and rejects others.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -755,4 +757,32 @@ TEST(KvStorage, CreateRejectsWindowsThatDoNotMatchTheLayers) {
 }
 
 }  // namespace
+namespace {
+// Whether the page holding p is resident.
+bool resident(const void* p) {
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* at = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(p) / static_cast<uintptr_t>(page) *
+                                        static_cast<uintptr_t>(page));
+  unsigned char v = 0;
+  return mincore(at, static_cast<size_t>(page), &v) == 0 && (v & 1) != 0;
+}
+}  // namespace
+
+TEST(KvStorage, PrefaultOfALayerRangeTouchesOnlyThoseLayers) {
+  // A pipeline stage's process holds only its layers' KV: prefaulting the others would
+  // make them resident for nothing.
+  auto s = KvStorage::create(KvShape{4, 2, 64, 16, KvType::kF16, {}}, 256);
+  ASSERT_TRUE(s.is_ok());
+  KvStorage& kv = **s;
+  kv.prefault(1, 3);
+  for (int32_t l = 0; l < 4; ++l) {
+    const bool want = l == 1 || l == 2;
+    EXPECT_EQ(resident(kv.layer(l).k), want) << l;
+    EXPECT_EQ(resident(kv.layer(l).v), want) << l;
+  }
+  kv.prefault();
+  EXPECT_TRUE(resident(kv.layer(0).k));
+  EXPECT_TRUE(resident(kv.layer(3).v));
+}
+
 }  // namespace pagoda
