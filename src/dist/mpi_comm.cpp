@@ -136,31 +136,28 @@ Status MpiComm::begin_step(const Batch& batch, KvStorage& kv) {
 
 Status MpiComm::gather_columns(const float* mine, int64_t rows, std::span<const int64_t> counts, float* out) {
   if (lost()) return lost_;
-  const size_t parts = counts.size();
-  counts_.resize(parts);
-  displs_.resize(parts);
-  int64_t total = 0;
-  for (size_t r = 0; r < parts; ++r) {
-    counts_[r] = static_cast<int>(rows * counts[r]);
-    displs_[r] = static_cast<int>(rows * total);
-    total += counts[r];
-  }
+  // Rank r's block is rows x counts[r]: the layout of blocks of counts[r] "rows" of width rows.
+  const int64_t total = row_layout(counts, rows);
   staging_.resize(static_cast<size_t>(rows * total));
   MPI_Request req = MPI_REQUEST_NULL;
-  const int me = split_.tp_rank;
-  MPI_Iallgatherv(mine, counts_[static_cast<size_t>(me)], MPI_FLOAT, staging_.data(), counts_.data(), displs_.data(),
-                  MPI_FLOAT, cluster_.handles().stage, &req);
+  const size_t me = static_cast<size_t>(split_.tp_rank);
+  MPI_Iallgatherv(mine, counts_[me], MPI_FLOAT, staging_.data(), counts_.data(), displs_.data(), MPI_FLOAT,
+                  cluster_.handles().stage, &req);
   PAGODA_TRY(wait(&req, 1, "a gather between tensor-parallel ranks"));
-  bytes_sent_ += static_cast<int64_t>(counts_[static_cast<size_t>(me)]) * 4 * static_cast<int64_t>(parts - 1);
-  // Rank-major blocks to token-major rows.
-  int64_t col = 0;
-  for (size_t r = 0; r < parts; ++r) {
-    const float* src = staging_.data() + displs_[r];
-    for (int64_t t = 0; t < rows; ++t)
-      std::memcpy(out + t * total + col, src + t * counts[r], static_cast<size_t>(counts[r]) * sizeof(float));
-    col += counts[r];
-  }
+  bytes_sent_ += static_cast<int64_t>(counts_[me]) * 4 * static_cast<int64_t>(counts.size() - 1);
+  interleave_columns(rows, counts, total, out);
   return Status::ok();
+}
+
+void MpiComm::interleave_columns(int64_t rows, std::span<const int64_t> counts, int64_t total, float* out) const {
+  int64_t col = 0;
+  const float* src = staging_.data();
+  for (int64_t c : counts) {
+    for (int64_t t = 0; t < rows; ++t)
+      std::memcpy(out + t * total + col, src + t * c, static_cast<size_t>(c) * sizeof(float));
+    col += c;
+    src += rows * c;
+  }
 }
 
 int64_t MpiComm::row_layout(std::span<const int64_t> counts, int64_t width) {
@@ -221,8 +218,7 @@ Status MpiComm::collect_logits(const float* mine, int64_t rows, std::span<const 
   if (lost()) return lost_;
   MPI_Comm world = cluster_.handles().world;
   const int32_t last = split_.pp_size - 1;
-  const bool root = split_.pp_rank == 0 && split_.tp_rank == 0;
-  if (!root) {
+  if (!split_.root()) {
     MPI_Request req = MPI_REQUEST_NULL;
     const int64_t n = rows * counts[static_cast<size_t>(split_.tp_rank)];
     MPI_Isend(mine, static_cast<int>(n), MPI_FLOAT, 0, kTagLogits, world, &req);
@@ -246,14 +242,7 @@ Status MpiComm::collect_logits(const float* mine, int64_t rows, std::span<const 
     at += rows * counts[t];
   }
   PAGODA_TRY(wait(reqs.data(), static_cast<int>(reqs.size()), "receiving logits from the last stage"));
-  int64_t col = 0;
-  at = 0;
-  for (int64_t c : counts) {
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(out + r * total + col, staging_.data() + at + r * c, static_cast<size_t>(c) * sizeof(float));
-    col += c;
-    at += rows * c;
-  }
+  interleave_columns(rows, counts, total, out);
   return Status::ok();
 }
 

@@ -66,6 +66,9 @@ class MpiComm final : public ModelComm {
   Status wait(void* requests, int n, const char* what, bool idle = false);
   // counts_ and displs_ for rows x width blocks; the total rows.
   int64_t row_layout(std::span<const int64_t> counts, int64_t width);
+  // staging_'s rank-major blocks (rank r's: rows x counts[r]) as token-major rows of
+  // `total` columns into out.
+  void interleave_columns(int64_t rows, std::span<const int64_t> counts, int64_t total, float* out) const;
 
   Cluster& cluster_;
   ParallelSplit split_;

@@ -69,7 +69,6 @@ void Model::ensure_scratch(int64_t n) {
     const int64_t widest = std::max<int64_t>(config_.q_dim(), config_.n_ff);
     tp_in_.resize(static_cast<size_t>(n * widest));
     tp_out_.resize(static_cast<size_t>(n * config_.n_embd));
-    tp_logits_.resize(static_cast<size_t>(n * split_.vocab[split_.tp_rank].size()));
   }
   scratch_tokens_ = n;
 }
@@ -250,8 +249,12 @@ Status Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seq
   }
   if (!split_.last_stage()) {
     PAGODA_TRY(comm_->send_next(x_.data(), n * E));
-    // Rank 0 reads the logits the last stage sends back.
-    if (logits != nullptr && split_.first_stage() && split_.tp_rank == 0) return output_logits(seqs, logits, all_logits);
+    // Rank 0 receives the logits the last stage sends back.
+    if (logits != nullptr && split_.root()) {
+      int64_t rows = 0;
+      for (const BatchSeq& s : seqs) rows += all_logits ? s.n_tokens : s.logits ? s.logit_rows : 0;
+      if (rows > 0) return collect_split_logits(nullptr, rows, logits);
+    }
     return Status::ok();
   }
   // A split model's last stage computes its slice of the logits whether or not this
@@ -527,25 +530,27 @@ Status Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool 
     t0 += s.n_tokens;
   }
   if (rows == 0) return Status::ok();
+  // Split by tensor or pipeline parallelism, this rank's slice of the vocabulary (all of
+  // it on a last stage without tensor ranks), for rank 0 to collect.
   const bool split = split_.tensor_parallel() || split_.pipelined();
-  if (split) return output_logits_split(seqs, logits, rows);
-  float* out = logits;
-  matmul(weights_.output, xn_.data(), rows, out, *pool_);
   const int64_t V = weights_.output.rows;
+  if (split) tp_logits_.resize(static_cast<size_t>(rows * V));
+  float* out = split ? tp_logits_.data() : logits;
+  matmul(weights_.output, xn_.data(), rows, out, *pool_);
   if (c.logit_scale != 1.0f) {
     // ggml multiplies by the reciprocal, so the bits follow llama.cpp's.
     for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(out + r * V, 1.0f / c.logit_scale, V); });
   }
   if (c.final_softcap > 0.0f)
     for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(out + r * V, c.final_softcap, V); });
-  return Status::ok();
+  return split ? collect_split_logits(out, rows, logits) : Status::ok();
 }
 
 // The logits of a model split by tensor or pipeline parallelism: the last stage's ranks
-// compute their vocabulary slices (xn_ holds the rows' normed states), rank 0 collects
-// them whole, or only each rank's k best (logit, id) when the step reads nothing else.
-Status Model::output_logits_split(std::span<const BatchSeq> seqs, float* logits, int64_t rows) {
-  const ModelConfig& c = config_;
+// send their vocabulary slices (`slice`, rows x its width; null on a rank that only
+// receives), rank 0 collects them whole, or only each rank's k best (logit, id) when the
+// step reads nothing else.
+Status Model::collect_split_logits(const float* slice, int64_t rows, float* logits) {
   const int64_t T = split_.tp_size;
   const int64_t k = top_k_;
   counts_.clear();
@@ -553,23 +558,13 @@ Status Model::output_logits_split(std::span<const BatchSeq> seqs, float* logits,
   const bool root = split_.root();
   if (k > 0 && root) best_all_.resize(static_cast<size_t>(rows * 2 * k * T));
   float* dest = k > 0 ? best_all_.data() : logits;
-  if (!split_.last_stage()) {
-    PAGODA_TRY(comm_->collect_logits(nullptr, rows, counts_, dest));
-    if (k > 0 && root) expand_best(best_all_.data(), rows, k * T, logits);
-    return Status::ok();
+  const float* send = slice;
+  if (slice != nullptr && k > 0) {
+    row_best(slice, rows, weights_.output.rows, split_.vocab[static_cast<size_t>(split_.tp_rank)].begin);
+    send = best_.data();
   }
-  const int64_t V = weights_.output.rows;  // this rank's slice of the vocabulary
-  tp_logits_.resize(static_cast<size_t>(rows * V));
-  float* out = tp_logits_.data();
-  matmul(weights_.output, xn_.data(), rows, out, *pool_);
-  if (c.logit_scale != 1.0f)
-    for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(out + r * V, 1.0f / c.logit_scale, V); });
-  if (c.final_softcap > 0.0f)
-    for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(out + r * V, c.final_softcap, V); });
-  if (k == 0) return comm_->collect_logits(out, rows, counts_, logits);
-  row_best(out, rows, V, split_.vocab[static_cast<size_t>(split_.tp_rank)].begin);
-  PAGODA_TRY(comm_->collect_logits(best_.data(), rows, counts_, dest));
-  if (root) expand_best(best_all_.data(), rows, k * T, logits);
+  PAGODA_TRY(comm_->collect_logits(send, rows, counts_, dest));
+  if (k > 0 && root) expand_best(best_all_.data(), rows, k * T, logits);
   return Status::ok();
 }
 
@@ -580,14 +575,14 @@ void Model::row_best(const float* logits, int64_t rows, int64_t width, int64_t c
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   best_.assign(static_cast<size_t>(rows * 2 * k), kNegInf);
   // A min-heap of the k best so far under (logit, lower id first); most entries fail the
-  // comparison with its top, so a row costs one scan.
-  std::vector<std::pair<float, int64_t>> heap;
+  // comparison with its top, so a row costs one scan. Rows split over the pool.
   auto worse = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
-  for (int64_t r = 0; r < rows; ++r) {
+  for_each_token(*pool_, rows, width, [&](int64_t r) {
     const float* row = logits + r * width;
-    heap.clear();
+    std::vector<std::pair<float, int64_t>> heap;
+    heap.reserve(static_cast<size_t>(k));
     for (int64_t i = 0; i < width; ++i) {
       const float v = row[i];
       if (!(v > kNegInf)) continue;  // -inf and NaN are never candidates
@@ -606,19 +601,19 @@ void Model::row_best(const float* logits, int64_t rows, int64_t width, int64_t c
       // Ids are below 2^24 (Model::load), so a float holds them exactly.
       out[2 * j + 1] = static_cast<float>(col0 + heap[j].second);
     }
-  }
+  });
 }
 
 void Model::expand_best(const float* pairs, int64_t rows, int64_t pairs_per_row, float* logits) const {
   const int64_t V = config_.n_vocab;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (int64_t r = 0; r < rows; ++r) {
+  for_each_token(*pool_, rows, V, [&](int64_t r) {
     float* row = logits + r * V;
     std::fill(row, row + V, kNegInf);
     const float* p = pairs + r * 2 * pairs_per_row;
     for (int64_t j = 0; j < pairs_per_row; ++j)
       if (p[2 * j] > kNegInf) row[static_cast<int64_t>(p[2 * j + 1])] = p[2 * j];
-  }
+  });
 }
 
 }  // namespace pagoda

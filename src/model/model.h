@@ -127,7 +127,7 @@ class Model {
   // rank 0.
   Status forward_chunk_sp(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits);
   Status store_gathered_kv(int32_t layer, int64_t n_local, KvStorage& kv);
-  Status output_logits_split(std::span<const BatchSeq> seqs, float* logits, int64_t rows);
+  Status collect_split_logits(const float* slice, int64_t rows, float* logits);
   Status row_split_matmul(const WeightView& w, const float* x, std::span<const Range> parts, int64_t n,
                           ThreadPool& pool);
   void moe_block(int32_t layer, int64_t n);  // moe_block.cpp

@@ -9,6 +9,7 @@
 // that changes.
 #include <algorithm>
 
+#include "model/for_each_token.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -84,11 +85,12 @@ Status Model::store_gathered_kv(int32_t l, int64_t n_local, KvStorage& kv) {
   const int32_t group = kv.layout().group_of(l);
   const int32_t shift = kv.block_shift();
   const int32_t mask = kv.shape().block_size - 1;
-  for (int64_t t = 0; t < n; ++t) {
+  // Each token's slot is its own: the stores split over the pool as the one-process path's do.
+  for_each_token(*pool_, n, 2 * kvd, [&](int64_t t) {
     const int32_t pos = sp_pos_[static_cast<size_t>(t)];
     kv.store(l, sp_tables_[static_cast<size_t>(t)][group][pos >> shift], pos & mask, &sp_k_[t * kvd],
              &sp_v_[t * kvd]);
-  }
+  });
   return Status::ok();
 }
 
