@@ -91,7 +91,7 @@ std::vector<uint8_t> encode_step(std::span<const KvCopy> copies, const Batch& ba
   w.i64(static_cast<int64_t>(batch.seqs.size()));
   for (const BatchSeq& s : batch.seqs) {
     for (int64_t v : {int64_t{s.n_tokens}, int64_t{s.pos0}, int64_t{s.logits}, int64_t{s.logit_rows},
-                      static_cast<int64_t>(s.pool), static_cast<int64_t>(s.tables.size())})
+                      static_cast<int64_t>(s.pool), int64_t{s.segment_b}, static_cast<int64_t>(s.tables.size())})
       w.i64(v);
     // Only the blocks the step reaches: a table covers the whole sequence so far.
     for (const std::vector<BlockId>& t : s.tables) w.i32s(t);
@@ -117,7 +117,8 @@ Status decode_step(std::span<const uint8_t> bytes, StepPlan& plan) {
     BatchSeq& s = plan.batch.seqs[i];
     int32_t logits = 0, pool = 0, groups = 0;
     if (!r.i32(s.n_tokens) || !r.i32(s.pos0) || !r.i32(logits) || !r.i32(s.logit_rows) || !r.i32(pool) ||
-        !r.i32(groups) || groups < 0 || groups > 64 || pool < 0 || pool > 3)
+        !r.i32(s.segment_b) || !r.i32(groups) || groups < 0 || groups > 64 || pool < 0 ||
+        pool > static_cast<int32_t>(Pooling::kRank) || s.segment_b < 0)
       return truncated("step");
     s.logits = logits != 0;
     s.pool = static_cast<Pooling>(pool);

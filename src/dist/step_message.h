@@ -1,8 +1,9 @@
 // What rank 0 tells the other ranks, one message at a time, as bytes: the KV storage to
 // create (once, before the first step), each step's plan (the KV block copies since the
 // last step, then the batch: tokens, and per sequence its positions, block tables, logits
-// rows and pooling), or the end. Encoding and decoding are pure functions; decode checks
-// every length against the bytes it has and fails on a message it cannot read whole.
+// rows, pooling and text-pair segment), or the end. Encoding and decoding are pure
+// functions; decode checks every length against the bytes it has and fails on a message it
+// cannot read whole.
 #pragma once
 
 #include <cstdint>

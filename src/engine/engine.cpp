@@ -119,10 +119,15 @@ std::optional<RequestRejection> Engine::check_request(std::span<const int32_t> p
   };
   const ModelConfig& mc = model_.config();
   const int32_t n_vocab = mc.n_vocab;
-  if (!params.embed && !mc.has_lm_head)
+  if (!params.embed && !mc.has_lm_head) {
+    if (default_pooling() == Pooling::kRank)
+      return reject("model", fmt::format("this model ({}) is a reranker: it has no output head to generate text "
+                                         "with; ask it to rank documents instead (/v1/rerank, pagoda rerank)",
+                                         mc.arch_name));
     return reject("model", fmt::format("this model ({}) is an embedding model: it has no output head to generate "
                                        "text with; ask it for embeddings instead (/v1/embeddings, pagoda embed)",
                                        mc.arch_name));
+  }
   if (params.embed) {
     if (prompt.empty()) return reject("input", "an input is empty (no tokens to embed)");
     for (int32_t t : prompt)
@@ -133,6 +138,17 @@ std::optional<RequestRejection> Engine::check_request(std::span<const int32_t> p
       return reject("input", fmt::format("this model's maximum context length is {} tokens, but an input has {}",
                                          max_model_len_, prompt.size()));
     if (params.n != 1) return reject("n", "an embedding request has one result per input (n must be 1)");
+    const Pooling pool = params.pooling != Pooling::kNone ? params.pooling : default_pooling();
+    if (pool == Pooling::kRank && mc.n_cls_out == 0)
+      return reject("model", fmt::format("this model ({}) has no classification head (cls.output.weight): it is not "
+                                         "a reranker",
+                                         mc.arch_name));
+    if (params.segment_b < 0 || params.segment_b >= static_cast<int64_t>(prompt.size()))
+      return reject("input", fmt::format("a text pair's second text starts at token {}, outside its {} tokens",
+                                         params.segment_b, prompt.size()));
+    if (params.segment_b > 0 && mc.n_token_types < 2)
+      return reject("model", fmt::format("this model ({}) has {} token type(s): it cannot encode a text pair",
+                                         mc.arch_name, mc.n_token_types));
     return std::nullopt;
   }
   if (prompt.empty()) return reject("prompt", "the prompt is empty (no tokens to start from)");
@@ -485,6 +501,7 @@ Result<std::vector<StepOutput>> Engine::step() {
     batch_.add(std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.n_tokens), s->num_computed, s->tables,
                last, logit_rows);
     batch_.seqs.back().pool = s->pool;
+    if (embed) batch_.seqs.back().segment_b = s->params->segment_b;
     if (embed) counters_.embed_tokens += w.n_tokens;
     first_rows_.push_back(last ? rows : SIZE_MAX);
     if (last) rows += static_cast<size_t>(logit_rows);
@@ -526,7 +543,8 @@ Result<std::vector<StepOutput>> Engine::step() {
       const float* row = pooled_.data() + static_cast<int64_t>(slot++) * E;
       // A first chunk starts the sum afresh (also after a preemption dropped the computed tokens).
       if (s->embedding.empty() || s->num_computed == 0) s->embedding.assign(static_cast<size_t>(E), 0.0f);
-      const bool has_row = s->pool == Pooling::kMean || (s->pool == Pooling::kCls && s->num_computed == 0) ||
+      const bool first = s->pool == Pooling::kCls || s->pool == Pooling::kRank;
+      const bool has_row = s->pool == Pooling::kMean || (first && s->num_computed == 0) ||
                            (s->pool == Pooling::kLast && s->num_computed + w.n_tokens == s->len());
       if (!has_row) continue;
       for (int64_t i = 0; i < E; ++i) s->embedding[i] = s->pool == Pooling::kMean ? s->embedding[i] + row[i] : row[i];
@@ -635,6 +653,7 @@ StepOutput Engine::finish_embedding(Sequence& s) {
   out.embedding = std::move(s.embedding);
   if (s.pool == Pooling::kMean)
     for (float& v : out.embedding) v /= static_cast<float>(s.prompt_len);
+  if (s.pool == Pooling::kRank) out.embedding.resize(static_cast<size_t>(model_.config().n_cls_out));
   const double now = clock_.seconds();
   out.arrival_time = s.arrival_time;
   out.first_token_time = out.finish_time = out.token_time = now;

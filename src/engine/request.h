@@ -41,6 +41,9 @@ struct RequestParams {
   // own pooling (Engine::default_pooling).
   bool embed = false;
   Pooling pooling = Pooling::kNone;
+  // > 0: the prompt is a text pair (a cross-encoder's query and document, tokenizer/
+  // text_pair.h) whose second text starts at this index: token type 1 from there on.
+  int32_t segment_b = 0;
 };
 
 // Why the engine refuses a request: the field at fault, by its OpenAI name ("prompt",
@@ -67,8 +70,9 @@ struct StepOutput {
   std::string text;
   FinishReason finish = FinishReason::kNone;
   std::string stop_string;      // the stop string that ended the sample, if one did
-  // An embedding request's result (n_embd floats, pooled, not normalized), on its one
-  // output, which has no token and finishes with kStop.
+  // An embedding request's result (n_embd floats, pooled, not normalized; under rank
+  // pooling the classification head's n_cls_out scores), on its one output, which has no
+  // token and finishes with kStop.
   std::vector<float> embedding;
   // Set on the first token of a sequence and at its end (seconds since engine start).
   double arrival_time = 0, first_token_time = 0, finish_time = 0;

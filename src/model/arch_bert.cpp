@@ -1,9 +1,12 @@
-// BERT encoders (sentence-transformers models such as all-MiniLM-L6-v2, BGE, E5), as
-// llama.cpp's bert graph runs them: the embedding is token + learned position + token type
-// 0, LayerNormed; each layer is post-LN (attention on the residual stream, add, LayerNorm;
-// an ungated GELU MLP, add, LayerNorm) with biases everywhere; attention is bidirectional
-// (bert.attention.causal false), scaled by 1/sqrt(head_dim), no RoPE. No output head: the
-// model embeds (pooled as bert.pooling_type says), it does not generate. GELU is ggml's
+// BERT encoders (sentence-transformers models such as all-MiniLM-L6-v2, BGE, E5) and
+// cross-encoders (rerankers), as llama.cpp's bert graph runs them: the embedding is token +
+// learned position + token type, LayerNormed; each layer is post-LN (attention on the
+// residual stream, add, LayerNorm; an ungated GELU MLP, add, LayerNorm) with biases
+// everywhere; attention is bidirectional (bert.attention.causal false), scaled by
+// 1/sqrt(head_dim), no RoPE. No output head: the model embeds (pooled as
+// bert.pooling_type says) or, with a classification head, scores a text pair (rank
+// pooling); it does not generate. The token type is 1 over a pair's second text, as
+// Hugging Face's token_type_ids (llama.cpp adds type 0's row to every token). GELU is ggml's
 // (tanh form through its FP16 table), as llama.cpp evaluates it; Hugging Face's BERT uses
 // the erf form, which differs by under 5e-4 per activation.
 #include "gguf/gguf_file.h"
@@ -30,10 +33,11 @@ Status configure(const GgufFile& f, ModelConfig& c) {
   return Status::ok();
 }
 
-void write_random_metadata(const RandomModelSpec&, GgufWriter& w) {
+void write_random_metadata(const RandomModelSpec& s, GgufWriter& w) {
   w.set_f32(kEpsKey, 1e-12f);
   w.set_bool("bert.attention.causal", false);
-  w.set_u32("bert.pooling_type", 1);  // mean, as sentence-transformers models pool
+  // Mean, as sentence-transformers models pool; rank with a classification head.
+  w.set_u32("bert.pooling_type", s.classifier_outputs > 0 ? 4 : 1);
   w.set_u32("tokenizer.ggml.token_type_count", 2);
 }
 

@@ -57,8 +57,9 @@ struct LayerTensorSet {
   // weight and bias) normalize the residual stream itself.
   bool residual_norms = false;
   // BERT's embedding: the token's row plus position_embd.weight's row for its position
-  // (learned positions, one row per position up to the context; no RoPE) plus row 0 of
-  // token_types.weight (every token is "sentence A"), through token_embd_norm (LayerNorm).
+  // (learned positions, one row per position up to the context; no RoPE) plus the row of
+  // token_types.weight for its token type (0, "sentence A", but over a text pair's second
+  // text: BatchSeq::segment_b), through token_embd_norm (LayerNorm).
   bool learned_positions = false;
 };
 

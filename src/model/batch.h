@@ -27,6 +27,10 @@ struct BatchSeq {
   // An embedding: Model::forward writes this sequence's pooled hidden state (its tokens in
   // this batch: their sum for kMean, position 0's row for kCls, the last one's for kLast).
   Pooling pool = Pooling::kNone;
+  // > 0: the sequence is a text pair (a cross-encoder's query and document): its tokens
+  // from this position on are token type 1 ("sentence B"), the ones before type 0, as
+  // Hugging Face's token_type_ids; 0: every token is type 0.
+  int32_t segment_b = 0;
 };
 
 struct Batch {

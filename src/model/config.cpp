@@ -125,15 +125,16 @@ const char* pooling_name(Pooling p) {
     case Pooling::kMean: return "mean";
     case Pooling::kCls: return "cls";
     case Pooling::kLast: return "last";
+    case Pooling::kRank: return "rank";
     case Pooling::kNone: break;
   }
   return "none";
 }
 
 Result<Pooling> pooling_from_name(std::string_view name) {
-  for (Pooling p : {Pooling::kNone, Pooling::kMean, Pooling::kCls, Pooling::kLast})
+  for (Pooling p : {Pooling::kNone, Pooling::kMean, Pooling::kCls, Pooling::kLast, Pooling::kRank})
     if (name == pooling_name(p)) return p;
-  return error("pooling {} is not one of none, mean, cls, last", in_quotes(std::string(name)));
+  return error("pooling {} is not one of none, mean, cls, last, rank", in_quotes(std::string(name)));
 }
 
 Result<ModelConfig> read_config(const GgufFile& f) {
@@ -203,11 +204,10 @@ Result<ModelConfig> read_config(const GgufFile& f) {
     c.causal = f.get_bool(a + "attention.causal").value_or(true);
   }
   // llama.cpp's enum: -1 unspecified, 0 none, 1 mean, 2 cls, 3 last, 4 rank (a reranker's
-  // classification head, which Pagoda does not run).
+  // classification head; Model::load checks the file has one).
   if (f.find(a + "pooling_type") != nullptr) {
     auto p = get_dim(f, a + "pooling_type", false, 0, 4, -1);
     if (!p) return p.status();
-    if (*p == 4) return error("{}: pooling_type 4 (rank: a reranker's classification head) is not supported", f.path());
     c.pooling = *p < 0 ? Pooling::kNone : static_cast<Pooling>(*p);
   }
   return c;

@@ -25,11 +25,13 @@ enum class FfnActivation { kSilu, kGeluTanh };
 // StarCoder2).
 enum class NormKind { kRms, kLayer };
 // How a sequence's hidden states become one embedding, numbered as llama.cpp's
-// {arch}.pooling_type: the mean over its tokens, the first token's ([CLS]), or the last.
-enum class Pooling : int8_t { kNone = 0, kMean = 1, kCls = 2, kLast = 3 };
-// "none", "mean", "cls", "last".
+// {arch}.pooling_type: the mean over its tokens, the first token's ([CLS]), or the last;
+// kRank is a cross-encoder's relevance score instead of a vector: the first token's state
+// through the classification head (ModelConfig::n_cls_out values).
+enum class Pooling : int8_t { kNone = 0, kMean = 1, kCls = 2, kLast = 3, kRank = 4 };
+// "none", "mean", "cls", "last", "rank".
 const char* pooling_name(Pooling p);
-// The inverse of pooling_name; an unknown name is an error listing the four.
+// The inverse of pooling_name; an unknown name is an error listing the five.
 Result<Pooling> pooling_from_name(std::string_view name);
 
 struct ModelConfig {
@@ -72,6 +74,12 @@ struct ModelConfig {
   // Whether the model has an output head (logits); an encoder-only embedding model does not.
   bool has_lm_head = true;
   Pooling pooling = Pooling::kNone;  // {arch}.pooling_type: how the file says to pool (kNone: not said)
+  // Rows of token_types.weight (BERT's segment embeddings; 0: the model has none). A text
+  // pair (BatchSeq::segment_b) needs two.
+  int32_t n_token_types = 0;
+  // Outputs of the classification head (cls.output.weight's rows; 0: no head), which rank
+  // pooling computes: a reranker has one, its relevance logit.
+  int32_t n_cls_out = 0;
 
   bool is_moe() const { return n_expert > 0; }
 

@@ -108,6 +108,11 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* p
       return error("forward: a sequence of {} tokens asks for {} rows of logits", s.n_tokens, s.logit_rows);
     if (s.logits && !c.has_lm_head)
       return error("this {} model has no output head: it gives embeddings, not logits", c.arch_name);
+    if (s.pool == Pooling::kRank && c.n_cls_out == 0)
+      return error("rank pooling needs a classification head (cls.output.weight), which this model lacks");
+    if (s.segment_b < 0 || (s.segment_b > 0 && c.n_token_types < 2))
+      return error("a text pair's second segment (from position {}) needs two token types; this model has {}",
+                   s.segment_b, c.n_token_types);
     // An encoder's tokens each see the whole sequence, which must therefore be here whole.
     if (!c.causal && s.pos0 != 0)
       return error("forward: an encoder's sequence runs whole from position 0 (this one starts at {})", s.pos0);
@@ -183,7 +188,8 @@ Status Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, K
       p.logits = p.logit_rows > 0;
       // Each piece pools its own tokens: all of them (a mean sums over the pieces), the
       // first position's, or the sequence's last token's.
-      if ((p.pool == Pooling::kCls && p.pos0 != 0) || (p.pool == Pooling::kLast && done + take != s.n_tokens))
+      if (((p.pool == Pooling::kCls || p.pool == Pooling::kRank) && p.pos0 != 0) ||
+          (p.pool == Pooling::kLast && done + take != s.n_tokens))
         p.pool = Pooling::kNone;
       pieces_.push_back(p);
       piece_slots_.push_back(s.pool != Pooling::kNone ? slot : -1);
@@ -277,6 +283,7 @@ void Model::pool_hidden(std::span<const BatchSeq> seqs, float* pooled) {
     else
       std::copy_n(&x_[t * E], E, out);
   };
+  rank_rows_.clear();
   int64_t t0 = 0;
   for (size_t i = 0; i < seqs.size(); t0 += seqs[i].n_tokens, ++i) {
     const BatchSeq& s = seqs[i];
@@ -291,9 +298,11 @@ void Model::pool_hidden(std::span<const BatchSeq> seqs, float* pooled) {
         break;
       case Pooling::kCls: hidden(t0, out); break;
       case Pooling::kLast: hidden(t0 + s.n_tokens - 1, out); break;
+      case Pooling::kRank: hidden(t0, out); rank_rows_.push_back(out); break;
       case Pooling::kNone: break;
     }
   }
+  if (!rank_rows_.empty()) rank_head();
 }
 
 int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
@@ -301,6 +310,7 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
   for (const BatchSeq& s : seqs) n += s.n_tokens;
   ensure_scratch(n);
   pos_.resize(static_cast<size_t>(n));
+  types_.resize(static_cast<size_t>(n));
   tables_.resize(static_cast<size_t>(n));
   // Per layer group, every sequence reading through that group's tables.
   const KvLayout& layout = kv.layout();
@@ -329,6 +339,7 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
     for (int32_t j = 0; j < s.n_tokens; ++j, ++t) {
       pos_[t] = s.pos0 + j;
       tables_[t] = s.tables.data();
+      types_[t] = s.segment_b > 0 && pos_[t] >= s.segment_b ? 1 : 0;
     }
   }
   return n;
@@ -346,11 +357,11 @@ void Model::embed(const int32_t* tokens, int64_t n) {
     if (release_embedding_rows_) release_embedding_row(tokens[t]);
     if (c.embed_scale != 1.0f) scale_inplace(&x_[t * E], c.embed_scale, E);
     if (!w.pos_embd.empty()) {
-      // Learned positions (BERT): + position row + token type 0, LayerNormed; xn_'s row
-      // is free until the first norm below.
+      // Learned positions (BERT): + position row + the token type's row, LayerNormed;
+      // xn_'s row is free until the first norm below.
       dequantize_weight_row(w.pos_embd, pos_[t], &xn_[t * E]);
       add_inplace(&x_[t * E], &xn_[t * E], E);
-      add_inplace(&x_[t * E], w.type_embd, E);
+      add_inplace(&x_[t * E], w.type_embd + types_[t] * E, E);
       layer_norm(&x_[t * E], w.embd_norm, w.embd_norm_b, E, c.norm_eps, &x_[t * E]);
     }
     if (L0.attn_norm != nullptr) norm_row(c, &x_[t * E], L0.attn_norm, L0.attn_norm_b, E, &xn_[t * E]);

@@ -83,11 +83,13 @@ class Model {
   // sequence whose BatchSeq::logits is set, in batch order (Batch::n_logits() rows).
   // pooled: n_embd floats for every sequence with a BatchSeq::pool, in batch order
   // (Batch::n_pooled() rows): the final hidden states (after the output norm, when the
-  // model has one) pooled over the sequence's tokens in this batch. An encoder
+  // model has one) pooled over the sequence's tokens in this batch; under rank pooling the
+  // row starts with the classification head's n_cls_out scores (zeros after). An encoder
   // (config().causal false) takes each sequence whole from position 0. Fails, changing
   // nothing, on token ids outside the vocabulary, block tables that do not cover a
   // sequence's positions, block ids outside the storage, logits from a model without an
-  // output head, or an encoder's sequence that is not whole.
+  // output head, or an encoder's sequence that is not whole, rank pooling without a
+  // classification head, or a text pair (BatchSeq::segment_b) with fewer than two token types.
   // Split over processes (load's ParallelRank), rank 0 calls it with the engine's batch and
   // first ships it to the other ranks, which call it with the same batch and null logits;
   // rank 0 alone receives logits, bit-identical to one process's (under
@@ -115,6 +117,10 @@ class Model {
   // The pooled hidden states of the piece's sequences with a pool, into their rows of
   // pooled (piece_slots_ says which).
   void pool_hidden(std::span<const BatchSeq> seqs, float* pooled);
+  // Rank pooling (rank_head.cpp): each row of rank_rows_ (a sequence's first hidden state,
+  // n_embd floats) through the classification head, its n_cls_out scores written over the
+  // row's start and the rest zeroed.
+  void rank_head();
   // The blocks of forward_chunk (decoder.cpp), in order. plan_chunk returns the tokens.
   int64_t plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv);
   void embed(const int32_t* tokens, int64_t n);
@@ -181,12 +187,15 @@ class Model {
   std::vector<MatmulJob> moe_jobs_;
   MoeStats moe_stats_;
   std::vector<int32_t> pos_;
+  std::vector<uint8_t> types_;  // each token's token type (BatchSeq::segment_b)
   std::vector<const std::vector<BlockId>*> tables_;  // each token's block tables, per layer group
   std::vector<AttnSeq> attn_seqs_;  // per layer group, n_attn_seqs_ each
   size_t n_attn_seqs_ = 0;
   std::vector<BatchSeq> pieces_;
   std::vector<int32_t> piece_slots_;  // per piece: its sequence's row of pooled (-1: none)
   std::vector<float> pool_row_;
+  std::vector<float*> rank_rows_;        // the piece's rank-pooled rows, awaiting the head
+  std::vector<float> rank_in_, rank_mid_, rank_out_;
   ActivationObserver observer_;
   RoutingObserver routing_observer_;
   // PAGODA_MOE_STATS=0 turns the expert statistics off, only to measure what they cost.

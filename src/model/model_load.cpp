@@ -42,6 +42,39 @@ Status bind_experts(WeightBinder& b, const ModelConfig& c, const std::string& p,
   return Status::ok();
 }
 
+// A cross-encoder's classification head, when the file has one (any architecture may
+// carry it; rank pooling needs it, which Model::load checks).
+Status bind_classifier(const GgufFile& f, WeightBinder& b, const ModelConfig& c, ModelWeights& w) {
+  const GgufTensor* out = f.find_tensor("cls.output.weight");
+  if (out == nullptr) {
+    if (b.has("cls.weight"))
+      return error("{}: cls.weight without cls.output.weight (a pooler with no classifier after it)", f.path());
+    return Status::ok();
+  }
+  if (out->shape.size() != 2 || out->shape[1] < 1 || out->shape[1] > c.n_embd)
+    return error("{}: cls.output.weight must be 2-D with 1 to {} outputs of {} values", f.path(), c.n_embd, c.n_embd);
+  const int64_t n_out = out->shape[1];
+  auto cls_out = b.matrix("cls.output.weight", n_out, c.n_embd, true);
+  if (!cls_out) return cls_out.status();
+  w.cls_out = *cls_out;
+  auto cls_out_b = b.vector("cls.output.bias", n_out, false);
+  if (!cls_out_b) return cls_out_b.status();
+  w.cls_out_b = *cls_out_b;
+  auto cls = b.matrix("cls.weight", c.n_embd, c.n_embd, false);
+  if (!cls) return cls.status();
+  w.cls = *cls;
+  auto cls_b = b.vector("cls.bias", c.n_embd, false);
+  if (!cls_b) return cls_b.status();
+  w.cls_b = *cls_b;
+  // llama.cpp sizes the head from the labels when the file lists them.
+  const std::string labels_key = c.arch_name + ".classifier.output_labels";
+  const GgufArray* labels = f.get_array(labels_key);
+  if (labels != nullptr && static_cast<int64_t>(labels->values.size()) != n_out)
+    return error("{}: {} lists {} labels but cls.output.weight has {} outputs", f.path(), labels_key,
+                 labels->values.size(), n_out);
+  return Status::ok();
+}
+
 Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
   WeightBinder b(f, w);
   const LayerTensorSet set = c.arch->tensors;
@@ -65,13 +98,14 @@ Status bind_weights(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
       return error("{}: missing 2-D tensor token_types.weight (1 to 16 token types of {} values)", f.path(), c.n_embd);
     WeightView type_rows;
     PAGODA_BIND(type_rows, b.matrix("token_types.weight", types->shape[1], c.n_embd, true));
-    auto row0 = std::make_unique<float[]>(static_cast<size_t>(c.n_embd));
-    dequantize_weight_row(type_rows, 0, row0.get());
-    w.type_embd = row0.get();
-    w.owned.push_back(std::move(row0));
+    auto rows = std::make_unique<float[]>(static_cast<size_t>(type_rows.rows * c.n_embd));
+    for (int64_t r = 0; r < type_rows.rows; ++r) dequantize_weight_row(type_rows, r, rows.get() + r * c.n_embd);
+    w.type_embd = rows.get();
+    w.owned.push_back(std::move(rows));
     PAGODA_BIND(w.embd_norm, b.vector("token_embd_norm.weight", c.n_embd, true));
     PAGODA_BIND(w.embd_norm_b, b.vector("token_embd_norm.bias", c.n_embd, true));
   }
+  PAGODA_TRY(bind_classifier(f, b, c, w));
   // Llama 3.1 and later divide the RoPE frequencies by these (global layers only).
   PAGODA_BIND(w.rope_freqs, b.vector("rope_freqs.weight", c.rope.rot_dims / 2, false));
   if (set.longrope) {
@@ -186,6 +220,20 @@ Result<std::unique_ptr<Model>> Model::load(const GgufFile& file, ThreadPool& poo
   m->config_ = std::move(c);
   m->pool_ = &pool;
   PAGODA_TRY(bind_weights(file, m->config_, m->weights_));
+  {
+    ModelConfig& mc = m->config_;
+    const ModelWeights& w = m->weights_;
+    if (w.type_embd != nullptr)
+      mc.n_token_types = static_cast<int32_t>(file.find_tensor("token_types.weight")->shape[1]);
+    mc.n_cls_out = w.cls_out.empty() ? 0 : static_cast<int32_t>(w.cls_out.rows);
+    if (mc.pooling == Pooling::kRank && mc.n_cls_out == 0)
+      return error("{}: {}pooling_type is 4 (rank) but the file has no classification head (cls.output.weight)",
+                   file.path(), mc.arch_name + ".");
+    if (mc.pooling == Pooling::kRank && mc.causal)
+      return error("{}: rank pooling reads the first token's state, which only an encoder (attention.causal "
+                   "false) has seen the whole input in",
+                   file.path());
+  }
   {
     auto split = plan_split(m->config_, where.tp, where.pp, where.rank, where.sp);
     if (!split) return split.status();

@@ -256,6 +256,13 @@ Status write_random_model(const RandomModelSpec& spec, const std::string& path) 
     vec("token_embd_norm.weight", s.dim, 1.0f, 0.1f);
     vec("token_embd_norm.bias", s.dim, 0.0f, 0.1f);
   }
+  if (s.classifier_outputs > 0) {
+    // A pooler whose tanh works in its curved part (inputs of about unit size), then the classifier.
+    matrix("cls.weight", s.dim, s.dim, 1.0f);
+    vec("cls.bias", s.dim, 0.0f, 0.1f);
+    matrix("cls.output.weight", s.classifier_outputs, s.dim, 1.0f);
+    vec("cls.output.bias", s.classifier_outputs, 0.0f, 0.1f);
+  }
   if (s.rope_freqs) {
     // Llama 3.1's shape of factors: 1 for the fast pairs rising to 8 for the slowest.
     const int64_t half = s.rope_dims / 2;

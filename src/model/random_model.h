@@ -49,6 +49,9 @@ struct RandomModelSpec {
   // > 0: the router prefers low expert ids, by up to about this much logit (the token
   // embeddings get a common offset the router rows lean toward), so expert load is uneven.
   float router_skew = 0.0f;
+  // > 0 (encoders): a cross-encoder's classification head of this many outputs (cls.* and
+  // cls.output.*, llama.cpp's names) and pooling_type rank.
+  int32_t classifier_outputs = 0;
   uint64_t seed = 42;
 };
 

@@ -56,12 +56,19 @@ struct ModelWeights {
   const float* output_norm = nullptr;
   const float* output_norm_b = nullptr;  // LayerNorm's bias (StarCoder2)
   WeightView output;  // equals tok_embd when the embeddings are tied; empty without an output head
-  // Learned positions (BERT): position_embd's row per position, token_types' row 0
-  // (copied as float), and the LayerNorm of the sum (token_embd_norm).
+  // Learned positions (BERT): position_embd's row per position, token_types' rows
+  // (ModelConfig::n_token_types of n_embd, copied as float), and the LayerNorm of the sum
+  // (token_embd_norm).
   WeightView pos_embd;
   const float* type_embd = nullptr;
   const float* embd_norm = nullptr;
   const float* embd_norm_b = nullptr;
+  // A cross-encoder's classification head (rank pooling), as llama.cpp names it: cls, the
+  // pooler's n_embd x n_embd dense layer followed by tanh (absent in some rerankers), and
+  // cls.output, the classifier's n_cls_out x n_embd projection; biases optional.
+  WeightView cls, cls_out;
+  const float* cls_b = nullptr;
+  const float* cls_out_b = nullptr;
   const float* rope_freqs = nullptr;  // rope_freqs.weight (Llama 3.1+), rot_dims / 2 factors
   // LongRoPE's factors (Phi-3), rot_dims / 2 each, or null: Model::set_context_length
   // picks one of them.

@@ -211,8 +211,11 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
   PAGODA_TRY(read_token_id(f, "tokenizer.ggml.unknown_token_id", n, v.unk));
   PAGODA_TRY(read_token_id(f, "tokenizer.ggml.padding_token_id", n, v.pad));
   PAGODA_TRY(read_token_id(f, "tokenizer.ggml.eot_token_id", n, v.eot));
+  // Only text pairs read it, so a bad value leaves it unset rather than refusing the file.
+  if (!read_token_id(f, "tokenizer.ggml.seperator_token_id", n, v.sep).is_ok()) v.sep = -1;
   read_bool(f, "tokenizer.ggml.add_bos_token", v.add_bos);
   read_bool(f, "tokenizer.ggml.add_eos_token", v.add_eos);
+  read_bool(f, "tokenizer.ggml.add_sep_token", v.add_sep);
   read_bool(f, "tokenizer.ggml.add_space_prefix", v.add_space_prefix);
   v.fill_eog();
   return v;

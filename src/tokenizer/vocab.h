@@ -35,6 +35,10 @@ struct Vocab {
   int32_t bos = -1, eos = -1, unk = -1, pad = -1, eot = -1;
   std::vector<int32_t> eog;  // end-of-generation ids (eos, eot, <end_of_turn>, ...)
   bool add_bos = false, add_eos = false;
+  // The separator between a text pair's two texts (tokenizer/text_pair.h) and whether
+  // one is added after the first text's EOS (RoBERTa's "</s></s>"), as llama.cpp reads them.
+  int32_t sep = -1;
+  bool add_sep = false;
   bool add_space_prefix = true;  // SentencePiece and Unigram
   bool lowercase = true, strip_accents = true;  // WordPiece: tokenizer.ggml.normalizer.*
   // Unigram's normalizer: SentencePiece's precompiled charsmap (raw bytes of

@@ -11,7 +11,8 @@ TEST(StepMessage, StepRoundTripsWithCopiesTablesAndRows) {
   Batch batch;
   batch.add(std::vector<int32_t>{11, 12, 13}, 0, a, false);
   batch.add(std::vector<int32_t>{21, 22}, 40, b, true, 2);
-  batch.seqs.back().pool = Pooling::kMean;
+  batch.seqs.back().pool = Pooling::kRank;
+  batch.seqs.back().segment_b = 7;
   batch.top_candidates = 40;
   const std::vector<KvCopy> copies = {{1, 2, 16}, {5, 6, 3}};
   const std::vector<uint8_t> bytes = encode_step(copies, batch);
@@ -30,7 +31,9 @@ TEST(StepMessage, StepRoundTripsWithCopiesTablesAndRows) {
   EXPECT_EQ(s.pos0, 40);
   EXPECT_TRUE(s.logits);
   EXPECT_EQ(s.logit_rows, 2);
-  EXPECT_EQ(s.pool, Pooling::kMean);
+  EXPECT_EQ(s.pool, Pooling::kRank);
+  EXPECT_EQ(s.segment_b, 7);
+  EXPECT_EQ(plan.batch.seqs[0].segment_b, 0);
   ASSERT_EQ(s.tables.size(), 2u);
   EXPECT_EQ(s.tables[1], b[1]);
   EXPECT_EQ(plan.batch.seqs[0].tables[0], a[0]);

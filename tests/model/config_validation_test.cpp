@@ -102,6 +102,16 @@ TEST_F(HostileConfig, ExpertCountsAreCheckedAgainstTheArchitectureAndTheTensors)
       << e;
 }
 
+TEST_F(HostileConfig, RankPoolingWithoutAClassificationHeadIsRefused) {
+  ASSERT_EQ(load_error(base("bert")), "");
+  std::string e = load_error(with("bert", "bert.pooling_type", u32(4)));
+  EXPECT_NE(e.find("pooling_type is 4 (rank) but the file has no classification head (cls.output.weight)"),
+            std::string::npos)
+      << e;
+  e = load_error(with("bert", "bert.pooling_type", u32(5)));
+  EXPECT_NE(e.find("pooling_type = 5 is out of range"), std::string::npos) << e;
+}
+
 TEST_F(HostileConfig, WideIntegersAreRangeCheckedNotTruncated) {
   // A U64 of 2^40 must not read as 0 ("missing") nor 2^32 + 64 as 64.
   for (uint64_t n : {uint64_t{1} << 40, (uint64_t{1} << 32) + 64, uint64_t{1} << 31}) {

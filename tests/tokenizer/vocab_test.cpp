@@ -81,6 +81,21 @@ TEST_F(VocabFromGguf, ReadsEveryKey) {
             (std::vector<int32_t>{2, 4, 7, 6, 3, 8}));
 }
 
+TEST_F(VocabFromGguf, SeparatorIsReadAndABadOneLeftUnset) {
+  gemma_like();
+  w_.set_u32("tokenizer.ggml.seperator_token_id", 5);
+  w_.set_bool("tokenizer.ggml.add_sep_token", true);
+  auto v = load();
+  ASSERT_TRUE(v.is_ok()) << v.status().message();
+  EXPECT_EQ(v->sep, 5);
+  EXPECT_TRUE(v->add_sep);
+  // Only text pairs read it: an id outside the vocabulary does not refuse the file.
+  w_.set_u32("tokenizer.ggml.seperator_token_id", 900);
+  auto bad = load();
+  ASSERT_TRUE(bad.is_ok()) << bad.status().message();
+  EXPECT_EQ(bad->sep, -1);
+}
+
 TEST_F(VocabFromGguf, ByteLevelBpeKeys) {
   w_.set_string("tokenizer.ggml.model", "gpt2");
   w_.set_string("tokenizer.ggml.pre", "qwen2");
