@@ -2,7 +2,14 @@
 // post-LayerNorm encoder layers, bidirectional attention. Written as llama.cpp's
 // converter writes it: attention.causal = false, the sentence-transformers pooling, the
 // WordPiece vocabulary in phantom-space form, and the pooler and masked-LM heads left out
-// (llama.cpp uses BERT for embeddings only).
+// (an embedding model does not use them).
+// BertForSequenceClassification with one label is a cross-encoder (a reranker): its
+// pooler (dense + tanh) becomes cls.* and its classifier cls.output.*, llama.cpp's names,
+// with pooling_type 4 (rank) and the label in classifier.output_labels. llama.cpp's own
+// converter drops the pooler of this class, which Hugging Face's forward does apply;
+// both Pagoda and llama.cpp run cls.* (with tanh) when the file has it.
+#include <fmt/format.h>
+
 #include <charconv>
 
 #include "base/printable.h"
@@ -13,10 +20,43 @@
 namespace pagoda {
 namespace {
 
+constexpr std::string_view kClassifierClass = "BertForSequenceClassification";
+
+bool is_classifier(const ConvertContext& c) { return c.config.architecture() == kClassifierClass; }
+
+// The classifier's one label (a reranker's relevance logit), from id2label as
+// transformers' config reads it; more than one label is a classifier Pagoda cannot serve.
+Result<std::string> reranker_label(const ConvertContext& c) {
+  const nlohmann::json& j = c.config.raw();
+  std::vector<std::string> labels;
+  if (const auto it = j.find("id2label"); it != j.end() && it->is_object()) {
+    for (const auto& [id, label] : it->items()) labels.push_back(label.is_string() ? label.get<std::string>() : id);
+  } else {
+    // transformers' default when config.json names neither: two labels.
+    const int64_t n = c.config.find_int({"num_labels"}).value_or(2);
+    for (int64_t i = 0; i < n && i < 100; ++i) labels.push_back(fmt::format("LABEL_{}", i));
+  }
+  if (labels.size() != 1)
+    return error("{}: {} with {} labels is a classifier, not a reranker: pagoda convert takes cross-encoders with "
+                 "one output (num_labels 1, a relevance logit), which /v1/rerank and pagoda rerank serve",
+                 c.config.path(), kClassifierClass, labels.size());
+  for (std::string_view t : {"pooler.dense.weight", "classifier.weight"})
+    if (c.weights.find(t) == nullptr && c.weights.find("bert." + std::string(t)) == nullptr)
+      return error("{}: the checkpoint has no {} ({} computes the score from it)", c.dir, t, kClassifierClass);
+  return labels[0];
+}
+
 Status write_metadata(const ConvertContext& c, HfVocab& vocab, GgufWriter& w) {
   PAGODA_TRY(write_text_model_keys(c, "bert", w));
   w.set_bool("bert.attention.causal", false);
-  PAGODA_TRY(write_pooling_type(c, "bert", w));
+  if (is_classifier(c)) {
+    auto label = reranker_label(c);
+    if (!label) return label.status();
+    w.set_u32("bert.pooling_type", 4);  // llama.cpp's LLAMA_POOLING_TYPE_RANK
+    w.set_string_array("bert.classifier.output_labels", {*label});
+  } else {
+    PAGODA_TRY(write_pooling_type(c, "bert", w));
+  }
   auto types = c.config.has("type_vocab_size") ? c.config.require_u32({"type_vocab_size"}) : Result<uint32_t>(1u);
   if (!types) return types.status();
   vocab.token_type_count = *types;
@@ -48,6 +88,12 @@ Result<std::optional<TensorMapping>> map_tensor(const ConvertContext& c, const H
   // Old TensorFlow-era checkpoints name LayerNorm parameters gamma and beta.
   if (name.ends_with(".gamma")) name = name.substr(0, name.size() - 6) + ".weight";
   if (name.ends_with(".beta")) name = name.substr(0, name.size() - 5) + ".bias";
+  if (is_classifier(c)) {
+    if (name == "pooler.dense.weight") return Out(TensorMapping{.name = "cls.weight"});
+    if (name == "pooler.dense.bias") return Out(TensorMapping{.name = "cls.bias"});
+    if (name == "classifier.weight") return Out(TensorMapping{.name = "cls.output.weight"});
+    if (name == "classifier.bias") return Out(TensorMapping{.name = "cls.output.bias"});
+  }
   if (name == "embeddings.position_ids" || name.starts_with("pooler.") || name.starts_with("cls.predictions") ||
       name.starts_with("cls.seq_relationship"))
     return Out();
@@ -87,7 +133,7 @@ Result<std::optional<TensorMapping>> map_tensor(const ConvertContext& c, const H
 
 extern const HfArch kHfArchBert = {
     .gguf_name = "bert",
-    .hf_classes = {"BertModel", "BertForMaskedLM"},
+    .hf_classes = {"BertModel", "BertForMaskedLM", kClassifierClass},
     .vocab = HfVocabKind::kWordPiece,
     .write_metadata = write_metadata,
     .map_tensor = map_tensor,
