@@ -32,7 +32,7 @@ int cli_main(int argc, char** argv) {
                                  add_serve_command(app), add_chat_command(app), add_quantize_command(app),
                                  add_perplexity_command(app), add_distill_dump_command(app), add_pull_command(app),
                                  add_list_command(app), add_plan_command(app), add_doctor_command(app),
-                                 add_embed_command(app), add_convert_command(app),
+                                 add_embed_command(app), add_rerank_command(app), add_convert_command(app),
                                  add_compress_command(app)};
   if (argc > 0) app.name(argv[0]);  // as parse(argc, argv) would, for the usage line
   std::vector<std::string> args;

@@ -33,6 +33,7 @@ Subcommand add_plan_command(CLI::App& app);
 Subcommand add_doctor_command(CLI::App& app);
 Subcommand add_convert_command(CLI::App& app);
 Subcommand add_embed_command(CLI::App& app);
+Subcommand add_rerank_command(CLI::App& app);
 Subcommand add_compress_command(CLI::App& app);
 // `pagoda bench throughput` and `pagoda bench serve`, nested under bench.
 Subcommand add_bench_throughput_command(CLI::App& bench);

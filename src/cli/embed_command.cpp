@@ -122,6 +122,10 @@ int run_embed(const EmbedArgs& a) {
   auto engine = Engine::create(model, loaded->tokenizer.get(), *ec);
   if (!engine) return fail(engine.status());
   Engine& e = **engine;
+  if ((pooling != Pooling::kNone ? pooling : e.default_pooling()) == Pooling::kRank)
+    return fail(error("{} pools by rank: it is a reranker, which scores a query against documents (pagoda rerank), "
+                      "not an embedding model; --pooling mean, cls or last embeds with it anyway",
+                      a.model));
 
   const auto t0 = std::chrono::steady_clock::now();
   std::unordered_map<RequestId, size_t> index;

@@ -170,7 +170,22 @@ int run_serve(const ServeArgs& a) {
     auto p = pooling_from_name(a.pooling);
     if (!p) return fail(error("--pooling: {}", p.status().message()));
     if (*p == Pooling::kNone) return fail(error("--pooling none gives no single vector per input; use mean, cls or last"));
+    if (*p == Pooling::kRank && embed_loop)
+      return fail(error("--pooling rank makes the served model a reranker; --pooling says how /v1/embeddings pools, "
+                        "which --embedding-model answers here"));
     sctx.pooling = *p;
+  }
+  if (embed_loop && embed_engine->default_pooling() == Pooling::kRank)
+    return fail(error("--embedding-model {} is a reranker (pooling rank): serve it with -m for /v1/rerank",
+                      a.embedding_model));
+  // The served model ranks when the file (or --pooling rank) says so: /v1/rerank answers.
+  if ((sctx.pooling != Pooling::kNone ? sctx.pooling : (*engine)->default_pooling()) == Pooling::kRank) {
+    const int32_t outs = model.config().n_cls_out;
+    if (outs != 1)
+      return fail(error("{}: rank pooling needs a classification head with one output (a relevance logit); this "
+                        "model has {}",
+                        a.model, outs == 0 ? std::string("none") : fmt::format("{} outputs", outs)));
+    sctx.reranker = true;
   }
   if (a.compress_scorer != "none") {
     // Its own Model and pool (server/compress_endpoint.h); named ones load now so a wrong
@@ -256,7 +271,8 @@ Subcommand add_serve_command(CLI::App& app) {
                   "Model (path or catalog name) that scores prompts for /v1/compress and compress_prompt; "
                   "none: no compression; default: the served model's file, loaded again on first use");
   sub->add_option("--pooling", args->pooling,
-                  "How /v1/embeddings pools: mean, cls or last (default: the model's; a decoder's last token)");
+                  "How /v1/embeddings pools: mean, cls or last (default: the model's; a decoder's last token); "
+                  "rank: the model is a reranker that answers /v1/rerank (the default when its file says rank)");
   sub->add_option("--chat-template", args->chat_template_file, "Jinja chat template file (default: the model's)");
   sub->add_option("--tool-call-parser", args->tool_call_parser,
                   "Tool-call syntax of the model's replies: auto (from the chat template), hermes, llama3_json, mistral");

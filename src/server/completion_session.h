@@ -41,6 +41,9 @@ struct ServerContext {
   EngineLoop* embed_loop = nullptr;
   const Tokenizer* embed_tokenizer = nullptr;
   Pooling pooling = Pooling::kNone;  // how /v1/embeddings pools (kNone: the model's own)
+  // The served model (loop) is a cross-encoder pooled by rank, with one output: /v1/rerank
+  // answers, /v1/embeddings refuses (unless embed_loop embeds).
+  bool reranker = false;
   RequestLimits limits;          // per request (openai_request.h); the server-wide ones are the loop's
   // Compiles structured-output requests (response_format, guided_*, grammar) on the
   // handler's thread, so a slow schema never holds up the engine. Null: refused with 400.

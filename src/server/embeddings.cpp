@@ -4,21 +4,14 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
-#include <atomic>
-#include <mutex>
-
 #include "engine/embedding.h"
-#include "server/http_transport.h"
+#include "server/embedding_runs.h"
 
 namespace pagoda {
 
 using json = nlohmann::json;
 
 namespace {
-
-// Inputs in flight at once per request: a window, refilled as inputs finish, keeps the
-// engine's batches full without a 1,000-input request taking the whole queue.
-constexpr size_t kWindow = 128;
 
 struct EmbeddingRequest {
   std::vector<std::vector<int32_t>> inputs;
@@ -103,6 +96,12 @@ std::variant<EmbeddingRequest, ApiError> parse(const ServerContext& ctx, const T
 
 std::variant<std::string, ApiError> serve_embeddings(const ServerContext& ctx, const std::string& body,
                                                      HttpRequest* req) {
+  if (ctx.embed_loop == nullptr && ctx.reranker)
+    return ApiError::bad_request(
+        fmt::format("this server's model ({}) is a reranker (rank pooling): it scores query-document pairs at "
+                    "/v1/rerank and gives no embeddings; serve an embedding model with --embedding-model",
+                    ctx.model_name),
+        "model");
   EngineLoop* mloop = ctx.embed_loop != nullptr ? ctx.embed_loop : ctx.loop;
   const Tokenizer& tok = ctx.embed_tokenizer != nullptr ? *ctx.embed_tokenizer : *ctx.tokenizer;
   auto parsed = parse(ctx, tok, body);
@@ -119,70 +118,10 @@ std::variant<std::string, ApiError> serve_embeddings(const ServerContext& ctx, c
                                    rejected->param);
     tokens += static_cast<int64_t>(r.inputs[i].size());
   }
-  // The channels in flight, for the hang-up watch (another thread) to abort.
-  struct InFlight {
-    std::mutex mu;
-    std::vector<std::shared_ptr<OutputChannel>> channels;
-    bool gone = false;
-  };
-  auto flight = std::make_shared<InFlight>();
-  if (req != nullptr && req->on_hangup)
-    req->on_hangup([flight, mloop] {
-      std::lock_guard<std::mutex> l(flight->mu);
-      flight->gone = true;
-      for (const auto& ch : flight->channels) mloop->abort(ch);
-    });
-  auto abort_all = [&] {
-    std::lock_guard<std::mutex> l(flight->mu);
-    for (const auto& ch : flight->channels) mloop->abort(ch);
-    flight->channels.clear();
-  };
-  std::vector<std::vector<float>> vecs(r.inputs.size());
-  for (size_t begin = 0; begin < r.inputs.size(); begin += kWindow) {
-    const size_t end = std::min(r.inputs.size(), begin + kWindow);
-    std::vector<std::vector<int32_t>> window(std::make_move_iterator(r.inputs.begin() + static_cast<std::ptrdiff_t>(begin)),
-                                             std::make_move_iterator(r.inputs.begin() + static_cast<std::ptrdiff_t>(end)));
-    EngineLoop::SubmittedAll sub = mloop->submit_all(std::move(window), params);
-    if (sub.channels.empty()) {
-      ApiError e = ApiError::bad_request(sub.error.message());
-      e.status = sub.overloaded ? 429 : 503;
-      e.type = sub.overloaded ? "rate_limit_exceeded" : "service_unavailable";
-      return e;
-    }
-    {
-      std::lock_guard<std::mutex> l(flight->mu);
-      flight->channels = sub.channels;
-      if (flight->gone) {
-        for (const auto& ch : flight->channels) mloop->abort(ch);
-        return ApiError{500, "the client went away", "server_error", "", ""};  // nobody reads it
-      }
-    }
-    std::vector<StepOutput> outs;
-    for (size_t i = 0; i < sub.channels.size(); ++i) {
-      OutputChannel& ch = *sub.channels[i];
-      if (Status st = ch.wait_admitted(); !st.is_ok()) {
-        const bool internal = ch.rejected_internally();
-        abort_all();
-        if (internal) return ApiError{500, st.message(), "server_error", "", ""};
-        return ApiError::bad_request(st.message(), "input");
-      }
-      for (;;) {
-        outs.clear();
-        const bool open = ch.take(outs, std::chrono::milliseconds(200));
-        for (StepOutput& o : outs)
-          if (!o.embedding.empty()) vecs[begin + i] = std::move(o.embedding);
-        if (!vecs[begin + i].empty()) break;
-        if (!open) {
-          const Status st = ch.error();
-          abort_all();
-          return ApiError{500, st.is_ok() ? std::string("the request ended early") : st.message(), "server_error", "",
-                          ""};
-        }
-      }
-    }
-    std::lock_guard<std::mutex> l(flight->mu);
-    flight->channels.clear();
-  }
+  std::vector<RequestParams> each(r.inputs.size(), params);
+  auto ran = run_embedding_requests(*mloop, std::move(r.inputs), std::move(each), "input", req);
+  if (auto* e = std::get_if<ApiError>(&ran)) return *e;
+  std::vector<std::vector<float>>& vecs = std::get<std::vector<std::vector<float>>>(ran);
   json data = json::array();
   for (size_t i = 0; i < vecs.size(); ++i) {
     std::vector<float>& v = vecs[i];

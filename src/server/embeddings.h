@@ -4,9 +4,10 @@
 // model Pagoda runs is trained for shortened vectors, so any other value is a 400);
 // `user` accepted and ignored; llama.cpp's `embd_normalize` (default 2: L2). Every input
 // runs through the engine as an embedding request (batched with whatever else is
-// running), in windows of at most kEmbeddingWindow in flight, so one request may carry
-// any number of inputs without filling the server's queue. Thread-safe: a handler per
-// request; the cost is the inputs' forward passes.
+// running), in windows of at most kEmbeddingWindow in flight (server/embedding_runs.h), so
+// one request may carry any number of inputs without filling the server's queue. A
+// reranker (ServerContext::reranker) without an --embedding-model answers 400. Thread-safe:
+// a handler per request; the cost is the inputs' forward passes.
 #pragma once
 
 #include <string>

@@ -96,7 +96,17 @@ EngineLoop::Submitted EngineLoop::submit(std::vector<int32_t> prompt, const Requ
 }
 
 EngineLoop::SubmittedAll EngineLoop::submit_all(std::vector<std::vector<int32_t>> prompts, const RequestParams& params) {
+  std::vector<RequestParams> each(prompts.size(), params);
+  return submit_each(std::move(prompts), std::move(each));
+}
+
+EngineLoop::SubmittedAll EngineLoop::submit_each(std::vector<std::vector<int32_t>> prompts,
+                                                 std::vector<RequestParams> params) {
   SubmittedAll s;
+  if (params.size() != prompts.size()) {
+    s.error = error("submit_each: {} prompts but {} parameter sets", prompts.size(), params.size());
+    return s;
+  }
   std::lock_guard<std::mutex> l(mu_);
   if (draining_ || stop_) {
     s.error = error("the server is shutting down");
@@ -108,7 +118,8 @@ EngineLoop::SubmittedAll EngineLoop::submit_all(std::vector<std::vector<int32_t>
                     incoming_.size() + engine_waiting_, config_.max_queued);
     return s;
   }
-  const int64_t want = static_cast<int64_t>(prompts.size()) * params.n;
+  int64_t want = 0;
+  for (const RequestParams& p : params) want += p.n;
   if (sequences_ + want > config_.max_sequences) {
     s.overloaded = true;
     s.error = error("the server holds {} sequences and this request needs {} more, over the limit of {} "
@@ -117,9 +128,9 @@ EngineLoop::SubmittedAll EngineLoop::submit_all(std::vector<std::vector<int32_t>
     return s;
   }
   sequences_ += want;
-  for (auto& p : prompts) {
-    auto ch = std::make_shared<OutputChannel>(params.n);
-    incoming_.push_back(Pending{std::move(p), params, ch});
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto ch = std::make_shared<OutputChannel>(params[i].n);
+    incoming_.push_back(Pending{std::move(prompts[i]), std::move(params[i]), ch});
     s.channels.push_back(std::move(ch));
   }
   cv_.notify_all();

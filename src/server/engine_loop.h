@@ -104,6 +104,9 @@ class EngineLoop {
     Status error;
   };
   SubmittedAll submit_all(std::vector<std::vector<int32_t>> prompts, const RequestParams& params);
+  // As submit_all, each prompt with its own parameters (params.size() == prompts.size()):
+  // a rerank request's pairs differ in where their second text starts.
+  SubmittedAll submit_each(std::vector<std::vector<int32_t>> prompts, std::vector<RequestParams> params);
   // The engine's validation of a request (Engine::check_request), from any thread: a
   // handler checks before it submits so that a refused request gets its 400 at once.
   std::optional<RequestRejection> check(std::span<const int32_t> prompt, const RequestParams& params) const {

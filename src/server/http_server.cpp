@@ -12,6 +12,7 @@
 #include "server/embeddings.h"
 #include "server/http_transport.h"
 #include "server/playground.h"
+#include "server/rerank.h"
 
 namespace pagoda {
 
@@ -127,6 +128,12 @@ struct HttpServer::Impl {
       if (post && (req.path == "/v1/embeddings" || req.path == "/embeddings")) {
         if (auto denied = unauthorized(req)) return std::move(*denied);
         auto body = serve_embeddings(ctx, req.body, &req);
+        if (auto* e = std::get_if<ApiError>(&body)) return error_response(*e);
+        return content(std::move(std::get<std::string>(body)));
+      }
+      if (post && (req.path == "/v1/rerank" || req.path == "/rerank" || req.path == "/v2/rerank")) {
+        if (auto denied = unauthorized(req)) return std::move(*denied);
+        auto body = serve_rerank(ctx, req.body, &req);
         if (auto* e = std::get_if<ApiError>(&body)) return error_response(*e);
         return content(std::move(std::get<std::string>(body)));
       }
