@@ -28,6 +28,12 @@ struct PackingReport {
 // may go once packed (no one here reads the other rows).
 PackingReport plan_packing(const GgufFile& f, const ModelWeights& w, bool split = false);
 
+// What w's matrices keep resident once packed as pack_model_weights would: the panels of a
+// packed matrix plus its file pages that cannot go, the file pages of one left row-major
+// (read at every step). `pagoda plan` sizes a rank of a split model by the difference
+// between the whole model's weights and the rank's (model/parallel.h).
+size_t matrix_resident_bytes(const GgufFile& f, const ModelWeights& w, bool split = false);
+
 // Repacks what pays in w (views into f's mapping). A matrix whose panels find no memory
 // stays row-major (with a warning): loading never fails here.
 PackingReport pack_model_weights(const GgufFile& f, ModelWeights& w, ThreadPool& pool, bool split = false);
