@@ -4,7 +4,7 @@
 
 namespace pagoda {
 
-void add_parallel_options(CLI::App& app, ParallelArgs& a) {
+void add_split_options(CLI::App& app, ParallelArgs& a) {
   app.add_option("--tp,--tensor-parallel-size", a.tp,
                  "Split each layer's heads and rows over this many processes (start with mpirun -np TP*PP); greedy "
                  "tokens are those of one process")
@@ -15,6 +15,10 @@ void add_parallel_options(CLI::App& app, ParallelArgs& a) {
                  "Split each step's tokens (a long prompt's prefill) over this many processes, each holding the whole "
                  "model; alone, not with --tp or --pp")
       ->check(CLI::Range(1, 64));
+}
+
+void add_parallel_options(CLI::App& app, ParallelArgs& a) {
+  add_split_options(app, a);
   app.add_option("--dist-timeout", a.timeout_s,
                  "Seconds one transfer between processes may wait before the cluster counts as lost (a rank died "
                  "or hangs): rank 0 then fails its requests and exits")

@@ -24,6 +24,8 @@ struct ParallelArgs {
 };
 
 void add_parallel_options(CLI::App& app, ParallelArgs& args);
+// --tp/--pp/--sp only: the split a command describes without running it (plan).
+void add_split_options(CLI::App& app, ParallelArgs& args);
 
 // Null for one process.
 Result<std::unique_ptr<ParallelRun>> start_parallel(const ParallelArgs& args);

@@ -18,10 +18,12 @@
 #include "cli/common_options.h"
 #include "cli/engine_options.h"
 #include "cli/model_loader.h"
+#include "cli/parallel_options.h"
 #include "cli/pull_progress.h"
 #include "gguf/gguf_file.h"
 #include "kernels/attention/attention.h"
 #include "model/model.h"
+#include "model/parallel.h"
 #include "plan/hardware.h"
 #include "plan/memory_fit.h"
 #include "plan/memory_plan.h"
@@ -44,6 +46,7 @@ struct PlanArgs {
   bool remeasure = false;
   bool json = false;
   EngineArgs engine;
+  ParallelArgs parallel;
 };
 
 double mib(size_t b) { return static_cast<double>(b) / (1 << 20); }
@@ -123,6 +126,22 @@ int run_plan(const PlanArgs& a) {
   if (!base) return report_error(base.status());
   const Outcome& o = *base;
   const MemoryPlan& m = o.memory;
+  // A model split over processes (--tp/--pp/--sp): each rank's memory, from its own shard.
+  struct RankPlan {
+    int32_t rank;
+    ParallelSplit split;
+    MemoryPlan memory;
+  };
+  std::vector<RankPlan> ranks;
+  const int32_t world = a.parallel.tp * a.parallel.pp * a.parallel.sp;
+  for (int32_t r = 0; world > 1 && r < world; ++r) {
+    auto shard = Model::load(*file, pool, /*repack=*/false,
+                             ParallelRank{a.parallel.tp, a.parallel.pp, r, a.parallel.sp});
+    if (!shard) return report_error(shard.status());
+    auto rm = plan_rank_memory(*file, model, **shard, *ec, available, tok);
+    if (!rm) return report_error(rm.status());
+    ranks.push_back({r, (*shard)->split(), *rm});
+  }
   // The fits are of the memory itself: KV sized for the sequences, not capped by what is available now.
   const MemoryPlanner unbounded = [&](const EngineConfig& e) { return plan_memory(*file, model, e, 0, tok); };
   const int32_t fit_batch = largest_batch(o.memory, ec->scheduler.max_num_seqs, budget);
@@ -203,6 +222,18 @@ int run_plan(const PlanArgs& a) {
               {"budget_bytes", budget},
               {"memory", memory_plan_json(m)},
               {"fits", {{"max_num_seqs_at_ctx", fit_batch}, {"ctx_at_max_num_seqs", fit_ctx}}}};
+    if (!ranks.empty()) {
+      json rs = json::array();
+      for (const RankPlan& r : ranks)
+        rs.push_back({{"rank", r.rank},
+                      {"tp_rank", r.split.tp_rank},
+                      {"pp_rank", r.split.pp_rank},
+                      {"sp_rank", r.split.sp_rank},
+                      {"layers", {r.split.layers.begin, r.split.layers.end}},
+                      {"kv_heads", {r.split.kv_heads.begin, r.split.kv_heads.end}},
+                      {"memory", memory_plan_json(r.memory)}});
+      j["parallel"] = {{"tp", a.parallel.tp}, {"pp", a.parallel.pp}, {"sp", a.parallel.sp}, {"ranks", rs}};
+    }
     if (hwp != nullptr) {
       j["hardware"] = hardware_json(*hwp);
       j["speed"] = speed_json(o.speed);
@@ -239,6 +270,14 @@ int run_plan(const PlanArgs& a) {
              mib(m.total()), mib(available), mib(m.running()), mib(m.loading()));
   fmt::print("fits in {:.1f} MiB: up to {} sequences of {} tokens; {} tokens each for {} sequences\n", mib(budget),
              fit_batch, ctx, fit_ctx, ec->scheduler.max_num_seqs);
+  if (!ranks.empty()) {
+    fmt::print("per rank (--tp {} --pp {} --sp {}; each process's peak, on its own machine or beside the others)\n",
+               a.parallel.tp, a.parallel.pp, a.parallel.sp);
+    for (const RankPlan& r : ranks)
+      fmt::print("  rank {:<3d} layers {}-{}, KV heads {}-{}: weights {:.1f} MiB, KV {:.1f} MiB, total {:.1f} MiB\n",
+                 r.rank, r.split.layers.begin, r.split.layers.end - 1, r.split.kv_heads.begin, r.split.kv_heads.end - 1,
+                 mib(r.memory.weights_resident), mib(r.memory.kv.bytes), mib(r.memory.total()));
+  }
   if (hwp != nullptr) {
     fmt::print("speed on {} ({}, {} threads; roofline per matrix)\n", hwp->name, hwp->cpu, hwp->threads);
     for (const FormatRate& r : hwp->formats)
@@ -282,6 +321,7 @@ Subcommand add_plan_command(CLI::App& app) {
   sub->add_option("--memory-budget", args->budget,
                   "Memory the fits are computed for: bytes (K/M/G suffixes) or a fraction of the available memory "
                   "(default: all available)");
+  add_split_options(*sub, args->parallel);
   sub->add_flag("--json", args->json, "One JSON object (docs/plan.md describes its keys)");
   return {"plan", sub, [args] { return run_plan(*args); }};
 }

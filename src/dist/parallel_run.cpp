@@ -66,6 +66,10 @@ Status ParallelRun::serve_steps(Model& model) {
         auto storage = KvStorage::create(shape, blocks);
         if (!storage) return error("rank {}: {}", cluster_->rank(), storage.status().message());
         kv = std::move(storage.value());
+        // As rank 0's engine does (Engine::prefault_kv): the stage's KV is resident from the
+        // start, so a budget this machine cannot hold fails here rather than mid-request,
+        // and every rank's memory is what `pagoda plan --tp/--pp` predicts.
+        kv->prefault(static_cast<int32_t>(model.split().layers.begin), static_cast<int32_t>(model.split().layers.end));
         break;
       }
       case MessageKind::kStep: {

@@ -2,9 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <vector>
+
 #include "gguf/gguf_file.h"
 #include "model/model.h"
+#include "model/parallel.h"
 #include "model/weight_packing.h"
+#include "kv/kv_layout.h"
 #include "base/system_memory.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,6 +44,32 @@ Result<MemoryPlan> plan_memory(const GgufFile& file, const Model& model, const E
   p.kv = *kv;
   p.model_scratch = Model::scratch_bytes(model.config(), config.scheduler.max_num_batched_tokens);
   p.engine_scratch = Engine::scratch_bytes(model.config(), config);
+  return p;
+}
+
+Result<MemoryPlan> plan_rank_memory(const GgufFile& file, const Model& whole, const Model& rank,
+                                    const EngineConfig& config, size_t available, LoadMemory measured) {
+  auto p = plan_memory(file, whole, config, available, measured);
+  if (!p) return p.status();
+  const ParallelSplit& s = rank.split();
+  if (!s.tensor_parallel() && !s.pipelined()) return p;
+  const PackingReport packing = plan_packing(file, rank.weights(), /*split=*/true);
+  p->weights_resident = p->weights_resident - matrix_resident_bytes(file, whole.weights()) +
+                        matrix_resident_bytes(file, rank.weights(), /*split=*/true);
+  p->packed = packing.bytes;
+  p->packed_matrices = packing.matrices;
+  p->dropped = packing.dropped_file_bytes;
+  const ModelConfig& c = whole.config();
+  // Every rank allocates as many blocks as rank 0, of its own heads, for every layer slot,
+  // and touches only its stage's layers' slots (KvStorage::prefault).
+  const double heads = static_cast<double>(rank.kv_heads_held()) / std::max(1, c.n_head_kv);
+  const KvLayout layout = p->kv.shape.layout();
+  std::vector<bool> slots(static_cast<size_t>(layout.layers_per_block()), false);
+  for (int64_t l = s.layers.begin; l < s.layers.end; ++l) slots[static_cast<size_t>(layout.slot_of(static_cast<int32_t>(l)))] = true;
+  const double touched = static_cast<double>(std::count(slots.begin(), slots.end(), true)) /
+                         std::max<size_t>(1, slots.size());
+  p->kv.bytes = static_cast<size_t>(static_cast<double>(p->kv.bytes) * heads * touched);
+  if (!s.root()) p->engine_scratch = 0;
   return p;
 }
 

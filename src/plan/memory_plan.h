@@ -61,6 +61,15 @@ struct LoadMemory {
 Result<MemoryPlan> plan_memory(const GgufFile& file, const Model& model, const EngineConfig& config,
                                size_t available, LoadMemory measured = {});
 
+// One process of a model split over several (--tp/--pp; `rank` loaded with its
+// ParallelRank, `whole` without): the whole model's plan with the rank's rows and layers of
+// every matrix in place of all of them (its panels, its file pages), the KV of its heads
+// and its stage's layers (the pages it prefaults; the other stages' layers are never
+// touched), and the logits rows only on world rank 0, the one running the engine. The
+// metadata, the tokenizer and the vectors are every rank's in full.
+Result<MemoryPlan> plan_rank_memory(const GgufFile& file, const Model& whole, const Model& rank,
+                                    const EngineConfig& config, size_t available, LoadMemory measured = {});
+
 // The plan as `plan --json` and `doctor --json` print it (docs/plan.md: "memory").
 nlohmann::json memory_plan_json(const MemoryPlan& m);
 

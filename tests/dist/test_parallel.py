@@ -299,3 +299,36 @@ def test_sampled_tokens_match_one_process(pagoda_bin, mpirun, models, tmp_path, 
         assert split.returncode == 0, split.stderr.decode(errors="replace")[-2000:]
         assert json.loads((tmp_path / "split.json").read_text()) == json.loads((tmp_path / "one.json").read_text()), \
             filters
+
+
+@pytest.mark.parametrize("mode", ["tp2", "pp2", "tp2pp2"])
+def test_plan_predicts_every_ranks_peak_rss(pagoda_bin, mpirun, write_gen_model, tmp_path, mode):
+    """`pagoda plan --tp/--pp` sizes each rank from its own shard (its rows and layers of
+    the matrices, its heads' and stage's KV); the benchmark then measures each rank's
+    VmHWM with the same split. A KV cache of 256 MiB and 100 MiB of weights make the
+    split visible: a plan that gave every rank the whole model is off by far more than the
+    bar."""
+    ranks, flags = MODES[mode]
+    model = write_gen_model(tmp_path / "m.gguf", "llama", "Q8_0", dim=1024, layers=8, heads=16, kv_heads=4, ff=2816,
+                            vocab=8000)
+    common = ["-c", "4096", "--max-num-seqs", "8", "--kv-cache-dtype", "f16"]
+    p = subprocess.run([str(pagoda_bin("pagoda")), "plan", "-m", str(model), "-t", "1", "--json", "--hardware", "none",
+                        *common, *flags], capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    plan = json.loads(p.stdout)
+    planned = plan["parallel"]["ranks"]
+    assert [r["rank"] for r in planned] == list(range(ranks))
+    # The shards add up to the whole: every KV head of every layer is held once (this
+    # model has more KV heads than tensor ranks, so none is shared).
+    assert sum(r["memory"]["kv_bytes"] for r in planned) == pytest.approx(plan["memory"]["kv_bytes"], rel=1e-6)
+    r = mpi(mpirun, ranks, [pagoda_bin("pagoda"), "bench", "throughput", "-m", model, "-t", "1", *common,
+                            "--num-prompts", "8", "--input-len", "64", "--output-len", "8", "--range-ratio", "0",
+                            "--json", *flags], timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
+    measured = json.loads(r.stdout)["parallel"]["ranks"]
+    MiB = 1 << 20
+    for want, got in zip(planned, measured):
+        rss, pred = got["peak_rss_bytes"], want["memory"]["total_bytes"]
+        assert abs(pred - rss) <= max(0.03 * rss, 32 * MiB), (mode, want["rank"], pred / MiB, rss / MiB)
+    whole = plan["memory"]["total_bytes"]
+    assert max(x["memory"]["total_bytes"] for x in planned) < whole - 100 * MiB

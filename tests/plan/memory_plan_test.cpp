@@ -15,7 +15,9 @@
 #include "gguf/gguf_file.h"
 #include "kernels/matmul/packed_weights.h"
 #include "model/model.h"
+#include "model/parallel.h"
 #include "model/random_model.h"
+#include "model/weight_packing.h"
 
 namespace pagoda {
 namespace {
@@ -154,6 +156,52 @@ TEST(MemoryPlan, ABudgetTheMachineCannotGiveIsRefusedAsTheEngineRefusesIt) {
   auto plan = plan_memory(*f, **model, ec, /*available=*/size_t{1} << 30);
   ASSERT_FALSE(plan.is_ok());
   EXPECT_NE(plan.status().message().find("--kv-cache-memory"), std::string::npos) << plan.status().message();
+}
+
+// A split model's ranks hold the whole model's matrices between them, each once: their
+// panels (and, for formats left row-major, their file rows) add up to the whole's, and
+// their KV caches to the whole cache. One rank's shard is what loading it packs.
+TEST(MemoryPlan, RanksOfASplitModelAddUpToTheWhole) {
+  for (DType t : {DType::Q8_0, DType::F32}) {
+    RandomModelSpec s = spec("llama", t);
+    s.layers = 4;
+    s.heads = 4;
+    s.kv_heads = 2;
+    const std::string path = write_model(std::string("split-") + std::string(dtype_name(t)) + ".gguf", s);
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    ThreadPool pool(2);
+    auto whole = Model::load(*f, pool, /*repack=*/false);
+    ASSERT_TRUE(whole.is_ok()) << whole.status().message();
+    EngineConfig config;
+    config.max_model_len = 1024;
+    config.scheduler.max_num_seqs = 2;
+    auto all = plan_memory(*f, **whole, config, 0);
+    ASSERT_TRUE(all.is_ok()) << all.status().message();
+    const size_t whole_matrices = matrix_resident_bytes(*f, (*whole)->weights());
+    for (auto [tp, pp] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
+      size_t kv = 0, matrices = 0;
+      for (int32_t r = 0; r < tp * pp; ++r) {
+        auto shard = Model::load(*f, pool, /*repack=*/false, ParallelRank{tp, pp, r});
+        ASSERT_TRUE(shard.is_ok()) << shard.status().message();
+        auto m = plan_rank_memory(*f, **whole, **shard, config, 0);
+        ASSERT_TRUE(m.is_ok()) << m.status().message();
+        kv += m->kv.bytes;
+        const size_t mine = matrix_resident_bytes(*f, (*shard)->weights(), /*split=*/true);
+        matrices += mine;
+        EXPECT_EQ(m->weights_resident, all->weights_resident - whole_matrices + mine);
+        EXPECT_EQ(m->engine_scratch, r == 0 ? all->engine_scratch : 0u);
+        auto packed = Model::load(*f, pool, /*repack=*/true, ParallelRank{tp, pp, r});
+        ASSERT_TRUE(packed.is_ok());
+        EXPECT_EQ(m->packed, (*packed)->packing().bytes) << tp << "x" << pp << " rank " << r;
+      }
+      EXPECT_EQ(kv, all->kv.bytes) << tp << "x" << pp;
+      // Panels start on 16-row boundaries in every rank: a split matrix's panels may hold
+      // a few more padded rows than the whole one's, never fewer.
+      EXPECT_GE(matrices, whole_matrices) << tp << "x" << pp;
+      EXPECT_LE(matrices, whole_matrices + whole_matrices / 50) << tp << "x" << pp;
+    }
+  }
 }
 
 }  // namespace
