@@ -97,28 +97,73 @@ std::string unit_word(std::span<const std::string> pieces, const Unit& u) {
 
 }  // namespace
 
+namespace {
+
+// How much of the prompt is kept: the whole prompt's and the context's tokens, and the
+// context's share of the target (below its size: the context is scored and pruned).
+struct Targets {
+  int32_t origin = 0;
+  std::vector<int32_t> ids;  // the context's
+  int32_t ctx_target = 0;
+  bool scores() const { return ctx_target < static_cast<int32_t>(ids.size()); }
+};
+
+Targets targets_of(const Tokenizer& tok, const PromptParts& parts, const CompressOptions& o) {
+  Targets t;
+  t.origin = count_tokens(tok, join_prompt(parts));
+  t.ids = tok.encode(parts.context, /*add_special=*/false, /*parse_special=*/false);
+  const int32_t fixed = count_tokens(tok, parts.instruction) + count_tokens(tok, parts.question);
+  const int32_t target_total = static_cast<int32_t>(std::lround(o.ratio * t.origin));
+  t.ctx_target = std::clamp(target_total - fixed, 0, static_cast<int32_t>(t.ids.size()));
+  return t;
+}
+
+// The scorer's positions for the context: its tokens after the BOS it is scored behind.
+int32_t scored_positions(const Tokenizer& tok, const Targets& t) {
+  const Vocab& v = tok.vocab();
+  return static_cast<int32_t>(t.ids.size()) + (v.add_bos && v.bos >= 0 ? 1 : 0);
+}
+
+std::optional<std::string> input_error(const Model& scorer, const Tokenizer& tok, const PromptParts& parts,
+                                       const CompressOptions& o, const Targets* t) {
+  if (!(o.ratio > 0.0 && o.ratio <= 1.0)) return fmt::format("the ratio {} is outside (0, 1]", o.ratio);
+  if (join_prompt(parts).find_first_not_of(" \t\r\n") == std::string::npos) return std::string("the prompt is empty");
+  if (t == nullptr || !t->scores()) return std::nullopt;
+  const int32_t positions = scored_positions(tok, *t), trained = scorer.config().n_ctx_train;
+  if (trained > 0 && positions > trained)
+    return fmt::format("the prompt has {} tokens, more than the scorer's context of {}", positions, trained);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> compress_input_error(const Model& scorer, const Tokenizer& tok, const PromptParts& parts,
+                                                const CompressOptions& o) {
+  if (auto e = input_error(scorer, tok, parts, o, nullptr)) return e;
+  const Targets t = targets_of(tok, parts, o);
+  return input_error(scorer, tok, parts, o, &t);
+}
+
 Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, const PromptParts& parts,
                                        const CompressOptions& o) {
-  if (!(o.ratio > 0.0 && o.ratio <= 1.0)) return error("the ratio {} is outside (0, 1]", o.ratio);
-  const std::string original = join_prompt(parts);
-  if (original.find_first_not_of(" \t\r\n") == std::string::npos) return error("the prompt is empty");
+  if (auto e = input_error(scorer, tok, parts, o, nullptr)) return Status::error(*e);
   Timer timer;
+  const Targets t = targets_of(tok, parts, o);
+  if (auto e = input_error(scorer, tok, parts, o, &t)) return Status::error(*e);
   CompressResult r;
-  r.origin_tokens = count_tokens(tok, original);
-  const std::vector<int32_t> ids = tok.encode(parts.context, /*add_special=*/false, /*parse_special=*/false);
+  r.origin_tokens = t.origin;
+  const std::vector<int32_t>& ids = t.ids;
   const int32_t n_ctx = static_cast<int32_t>(ids.size());
-  const int32_t fixed = count_tokens(tok, parts.instruction) + count_tokens(tok, parts.question);
-  const int32_t target_total = static_cast<int32_t>(std::lround(o.ratio * r.origin_tokens));
-  const int32_t ctx_target = std::clamp(target_total - fixed, 0, n_ctx);
+  const int32_t ctx_target = t.ctx_target;
   r.context = parts.context;
-  if (ctx_target < n_ctx) {
+  if (t.scores()) {
     std::vector<std::string> pieces;
     pieces.reserve(ids.size());
     for (int32_t id : ids) pieces.push_back(tok.token_to_bytes(id));
     const std::vector<int32_t> sentence = token_sentences(parts.context, pieces);
     const Vocab& v = tok.vocab();
     const bool bos = v.add_bos && v.bos >= 0;
-    auto session = ScorerSession::create(scorer, n_ctx + (bos ? 1 : 0), o.logits_budget_bytes);
+    auto session = ScorerSession::create(scorer, scored_positions(tok, t), o.logits_budget_bytes);
     if (!session) return session.status();
     if (bos) {
       const int32_t b = v.bos;

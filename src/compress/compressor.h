@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -47,8 +48,14 @@ struct CompressResult {
   double seconds = 0;
 };
 
-// Fails on a ratio outside (0, 1], an empty prompt, a context longer than the scorer's
-// context, or a scorer failure.
+// What is wrong with the caller's input, if anything: a ratio outside (0, 1], an empty
+// prompt, or a context that must be scored and is longer than the scorer's context. A
+// server answers these with a 400 and anything compress_prompt fails on after them with
+// a 500. Costs a tokenization of the prompt.
+std::optional<std::string> compress_input_error(const Model& scorer, const Tokenizer& tokenizer,
+                                                const PromptParts& parts, const CompressOptions& options);
+
+// Fails on what compress_input_error names, or a scorer failure.
 Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tokenizer, const PromptParts& parts,
                                        const CompressOptions& options);
 

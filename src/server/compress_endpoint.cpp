@@ -47,6 +47,13 @@ Result<CompressResult> CompressScorer::compress(const PromptParts& parts, const 
   return compress_prompt(*model_, *tokenizer_, parts, options);
 }
 
+Result<std::optional<std::string>> CompressScorer::input_error(const PromptParts& parts,
+                                                               const CompressOptions& options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Status st = load_locked(); !st) return st;
+  return compress_input_error(*model_, *tokenizer_, parts, options);
+}
+
 namespace {
 
 std::optional<ApiError> no_scorer(const ServerContext& ctx, const char* field) {
@@ -55,14 +62,18 @@ std::optional<ApiError> no_scorer(const ServerContext& ctx, const char* field) {
                                field);
 }
 
-// A compression failure: the caller's text (empty, too long for the scorer) is a 400,
-// anything else the server's.
-ApiError compress_error(const Status& st, const char* field) {
-  const std::string& m = st.message();
-  if (m.find("empty") != std::string::npos || m.find("more than the scorer's context") != std::string::npos ||
-      m.find("ratio") != std::string::npos)
-    return ApiError::bad_request(m, field);
-  return ApiError{500, m, "server_error", "", ""};
+ApiError server_error(const Status& st) { return ApiError{500, st.message(), "server_error", "", ""}; }
+
+// parts compressed by the scorer: the caller's mistakes (checked first) are 400s, and any
+// failure after them the server's.
+std::variant<CompressResult, ApiError> run_compress(CompressScorer& scorer, const PromptParts& parts,
+                                                    const CompressOptions& o, const char* field) {
+  auto bad = scorer.input_error(parts, o);
+  if (!bad) return server_error(bad.status());
+  if (*bad) return ApiError::bad_request(**bad, field);
+  auto r = scorer.compress(parts, o);
+  if (!r) return server_error(r.status());
+  return std::move(r.value());
 }
 
 std::optional<ApiError> read_ratio(const json& v, const char* field, double& ratio) {
@@ -88,8 +99,9 @@ std::optional<ApiError> compress_user_texts(CompressScorer& scorer, std::vector<
     if (i + 1 == texts.size()) parts = split_prompt(*texts[i]);
     else parts.context = *texts[i];
     if (join_prompt(parts).find_first_not_of(" \t\r\n") == std::string::npos) continue;
-    auto r = scorer.compress(parts, o);
-    if (!r) return compress_error(r.status(), field);
+    auto ran = run_compress(scorer, parts, o, field);
+    if (auto* e = std::get_if<ApiError>(&ran)) return *e;
+    const CompressResult* r = &std::get<CompressResult>(ran);
     *texts[i] = r->prompt;
     t.origin += r->origin_tokens;
     t.compressed += r->compressed_tokens;
@@ -134,8 +146,9 @@ std::variant<std::string, ApiError> serve_compress(const ServerContext& ctx, con
     parts.context = p->get<std::string>();
     if (join_prompt(parts).find_first_not_of(" \t\r\n") == std::string::npos)
       return ApiError::bad_request("'prompt': is empty; there is nothing to compress", "prompt");
-    auto r = ctx.compress_scorer->compress(parts, o);
-    if (!r) return compress_error(r.status(), "prompt");
+    auto ran = run_compress(*ctx.compress_scorer, parts, o, "prompt");
+    if (auto* e = std::get_if<ApiError>(&ran)) return *e;
+    const CompressResult* r = &std::get<CompressResult>(ran);
     out = {{"compressed_prompt", r->prompt}, {"origin_tokens", r->origin_tokens},
            {"compressed_tokens", r->compressed_tokens}, {"seconds", r->seconds}};
   } else {

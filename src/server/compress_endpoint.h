@@ -36,6 +36,9 @@ class CompressScorer {
 
   // Loads the model on first use; thread-safe (one compression at a time).
   Result<CompressResult> compress(const PromptParts& parts, const CompressOptions& options);
+  // The caller's mistake in parts or options (compress_input_error), if any; fails only
+  // when the scorer cannot be loaded (the server's fault).
+  Result<std::optional<std::string>> input_error(const PromptParts& parts, const CompressOptions& options);
   const std::string& path() const { return path_; }
 
  private:

@@ -108,6 +108,22 @@ def test_compress_endpoint_bad_input_is_a_400_naming_the_field(server, body, par
     assert r.json()["error"]["param"] == param, r.text
 
 
+@pytest.mark.parametrize("body,param", [
+    ({"prompt": CONTEXT * 40, "ratio": 0.5}, "prompt"),
+    ({"messages": [{"role": "user", "content": CONTEXT * 40}], "ratio": 0.5}, "messages"),
+])
+def test_a_prompt_longer_than_the_scorers_context_is_the_callers_400(server, body, param):
+    # Checked before scoring (compress_input_error), not told apart from a server failure
+    # by the words of an error message.
+    r = server.post("/v1/compress", json=body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == param and "more than the scorer's context" in err["message"], r.text
+    # The same prompt kept whole needs no scoring, so nothing is too long.
+    r = server.post("/v1/compress", json={**body, "ratio": 1})
+    assert r.status_code == 200, r.text
+
+
 @pytest.mark.parametrize("option,param", [
     ({"ratio": 0}, "compress_prompt.ratio"),
     ({"ratio": 2}, "compress_prompt.ratio"),
