@@ -27,6 +27,7 @@
 #include "plan/hardware.h"
 #include "plan/memory_fit.h"
 #include "plan/memory_plan.h"
+#include "plan/model_probe.h"
 #include "plan/speed_model.h"
 
 namespace pagoda {
@@ -74,6 +75,7 @@ Result<Outcome> evaluate(const GgufFile& file, const Model& model, const EngineC
     r.depth = a.depth;
     r.kv_bytes_per_token_layer = 2.0 * static_cast<double>(kv_row_bytes(ec.kv_type, c.n_head_kv, c.head_dim));
     r.kv_type = ec.kv_type;
+    r.model_key = model_shape_key(file);
     o.speed = plan_speed(model, *hw, r);
     r.batch = ec.scheduler.max_num_seqs;
     o.batch_speed = plan_speed(model, *hw, r);
@@ -116,7 +118,7 @@ int run_plan(const PlanArgs& a) {
     budget = *b;
   }
 
-  auto hw_r = hardware_for_model(a.hardware, model, pool, a.remeasure);
+  auto hw_r = hardware_for_model(a.hardware, model, pool, a.remeasure, &*file);
   if (!hw_r) return report_error(hw_r.status());
   const std::optional<HardwareProfile>& hw = *hw_r;
   const HardwareProfile* hwp = hw ? &*hw : nullptr;
@@ -280,6 +282,10 @@ int run_plan(const PlanArgs& a) {
   }
   if (hwp != nullptr) {
     fmt::print("speed on {} ({}, {} threads; roofline per matrix)\n", hwp->name, hwp->cpu, hwp->threads);
+    if (const ModelTiming* mt = hwp->model_timing(model_shape_key(*file)))
+      fmt::print("  one sequence: this model's step timed on a zero-weight copy of its shape ({} of its {} layers): "
+                 "decode {:.2f} ms, a {}-token prefill {:.1f} ms\n",
+                 mt->layers, mt->n_layer, mt->decode_s * 1e3, mt->prefill_tokens, mt->prefill_s * 1e3);
     for (const FormatRate& r : hwp->formats)
       fmt::print("  {:6s} GEMV {:.1f} GB/s, GEMM {:.1f} GFLOP/s\n", dtype_name(r.type), r.gemv_bytes_per_s / 1e9,
                  r.gemm_flops / 1e9);

@@ -13,6 +13,8 @@
 
 #include "base/aligned_buffer.h"
 #include "base/cpu_features.h"
+#include "base/log.h"
+#include "base/system_memory.h"
 #include "hub/model_cache.h"
 #include "kernels/matmul/matmul.h"
 #include "kernels/matmul/packed_weights.h"
@@ -255,8 +257,15 @@ json hardware_json(const HardwareProfile& h) {
     at.push_back({{"n_heads", t.shape.n_heads}, {"n_kv_heads", t.shape.n_kv_heads}, {"head_dim", t.shape.head_dim},
                   {"kv", kv_name(t.shape.kv)}, {"decode_s_per_key", t.decode_s_per_key},
                   {"prefill_s_per_query_key", t.prefill_s_per_query_key}});
+  json md = json::array();
+  for (const ModelTiming& t : h.models)
+    md.push_back({{"key", t.key}, {"kv", kv_name(t.kv)}, {"n_layer", t.n_layer}, {"layers", t.layers},
+                  {"decode_keys", t.decode_keys}, {"decode_s", t.decode_s}, {"prefill_tokens", t.prefill_tokens},
+                  {"prefill_s", t.prefill_s}, {"output_s", t.output_s}, {"deep_keys", t.deep_keys},
+                  {"deep_decode_s", t.deep_decode_s}, {"deep_prefill_keys", t.deep_prefill_keys},
+                  {"deep_prefill_s", t.deep_prefill_s}});
   return {{"name", h.name}, {"cpu", h.cpu}, {"threads", h.threads}, {"stream_bytes_per_s", h.stream_bytes_per_s},
-          {"formats", f}, {"calls", sh}, {"attention", at}};
+          {"formats", f}, {"calls", sh}, {"attention", at}, {"models", md}};
 }
 
 namespace {
@@ -307,6 +316,12 @@ const AttentionTiming* HardwareProfile::timing(const AttentionShape& s) const {
   return nullptr;
 }
 
+const ModelTiming* HardwareProfile::model_timing(const std::string& key) const {
+  for (const ModelTiming& t : models)
+    if (t.key == key) return &t;
+  return nullptr;
+}
+
 namespace {
 
 // What of `want` h does not hold yet.
@@ -341,6 +356,23 @@ void read_cache(const json& j, HardwareProfile& h) {
     }
     if (c.size() == f.at("matrices").size())
       h.calls.push_back({c, f.at("gemv_s").get<double>(), f.at("gemm_s_per_token").get<double>()});
+  }
+  for (const json& f : j.value("models", json::array())) {
+    ModelTiming t;
+    t.key = f.at("key").get<std::string>();
+    t.kv = f.at("kv").get<std::string>() == "int8" ? KvType::kI8 : KvType::kF16;
+    t.n_layer = f.at("n_layer").get<int32_t>();
+    t.layers = f.at("layers").get<int32_t>();
+    t.decode_keys = f.at("decode_keys").get<int32_t>();
+    t.decode_s = f.at("decode_s").get<double>();
+    t.prefill_tokens = f.at("prefill_tokens").get<int32_t>();
+    t.prefill_s = f.at("prefill_s").get<double>();
+    t.output_s = f.at("output_s").get<double>();
+    t.deep_keys = f.value("deep_keys", 0);
+    t.deep_decode_s = f.value("deep_decode_s", 0.0);
+    t.deep_prefill_keys = f.value("deep_prefill_keys", 0);
+    t.deep_prefill_s = f.value("deep_prefill_s", 0.0);
+    if (t.layers > 0 && t.n_layer >= t.layers && t.prefill_tokens > 0) h.models.push_back(std::move(t));
   }
   for (const json& f : j.value("attention", json::array())) {
     const AttentionShape s{f.at("n_heads").get<int32_t>(), f.at("n_kv_heads").get<int32_t>(),
@@ -379,17 +411,33 @@ Result<HardwareProfile> auto_hardware(const HardwareRequest& want, ThreadPool& p
         h.formats.clear();  // a damaged cache is measured again
         h.calls.clear();
         h.attention.clear();
+        h.models.clear();
         h.stream_bytes_per_s = 0;
       }
     }
   }
   const HardwareRequest todo = missing_from(h, want);
-  if (todo.types.empty() && todo.calls.empty() && todo.attention.empty() && !todo.stream) return h;
+  const std::string key = want.model_file != nullptr ? model_shape_key(*want.model_file) : std::string();
+  const bool model_todo = !key.empty() && h.model_timing(key) == nullptr;
+  if (todo.types.empty() && todo.calls.empty() && todo.attention.empty() && !todo.stream && !model_todo) return h;
   HardwareProfile fresh = measure_hardware(todo, pool);
   h.formats.insert(h.formats.end(), fresh.formats.begin(), fresh.formats.end());
   h.calls.insert(h.calls.end(), fresh.calls.begin(), fresh.calls.end());
   h.attention.insert(h.attention.end(), fresh.attention.begin(), fresh.attention.end());
   if (todo.stream) h.stream_bytes_per_s = fresh.stream_bytes_per_s;
+  if (model_todo) {
+    // At most a quarter of the memory available, and no more than 1 GiB: past that the
+    // copy has fewer layers than the model and its step is scaled per layer.
+    const size_t cap = std::min<size_t>(size_t{1} << 30, available_memory_bytes() / 4);
+    const CallTiming* out = h.timing(want.output_call);
+    auto t = time_model_shape(*want.model_file, KvType::kF16, out != nullptr ? out->gemv_s : 0.0, cap,
+                              std::filesystem::path(path).parent_path().string(), pool);
+    // A shape the copy cannot reproduce keeps the per-call roofline (said once, then cached
+    // as nothing: the next plan tries again).
+    if (t) h.models.push_back(std::move(*t));
+    else log_warn("plan: the model's step could not be timed on a copy of its shape ({}); speed is the sum of its "
+                  "calls", t.status().message());
+  }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   const std::string tmp = path + ".tmp";

@@ -26,9 +26,12 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "kernels/attention/attention.h"
+#include "plan/model_probe.h"
 #include "tensor/dtype.h"
 
 namespace pagoda {
+
+class GgufFile;
 
 struct FormatRate {
   DType type = DType::F32;
@@ -71,6 +74,10 @@ struct HardwareRequest {
   std::vector<DType> types;
   std::vector<MatmulCall> calls;
   std::vector<AttentionShape> attention;
+  // The model's own step on a zero-weight copy of its shape (model_probe.h), when set;
+  // output_call is the call whose timing stands for the part of a step outside the layers.
+  const GgufFile* model_file = nullptr;
+  MatmulCall output_call;
   bool stream = false;  // the plain read bandwidth (stream_bytes_per_s)
 };
 
@@ -81,12 +88,14 @@ struct HardwareProfile {
   std::vector<FormatRate> formats;
   std::vector<CallTiming> calls;           // measured profiles only
   std::vector<AttentionTiming> attention;  // measured profiles only
+  std::vector<ModelTiming> models;         // measured profiles only: whole steps of model shapes
   // What a plain read of memory reaches on these threads (a sum over 256 MiB): the ceiling
   // a decode step's weight streaming is held against (`pagoda doctor`). Named profiles: their
   // GEMV bandwidth.
   double stream_bytes_per_s = 0;
   const CallTiming* timing(const MatmulCall& c) const;
   const AttentionTiming* timing(const AttentionShape& s) const;
+  const ModelTiming* model_timing(const std::string& key) const;
   // The rate of `t`, or of the nearest measured format by bits per weight when t was not
   // measured (named profiles list a few).
   const FormatRate& rate(DType t) const;

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "kernels/matmul/packed_weights.h"
+#include "gguf/gguf_file.h"
 #include "model/model.h"
+#include "plan/model_probe.h"
 
 namespace pagoda {
 
@@ -105,7 +107,7 @@ std::vector<MatmulCall> matmul_calls(const Model& model) {
 }
 
 Result<std::optional<HardwareProfile>> hardware_for_model(const std::string& choice, const Model& model,
-                                                          ThreadPool& pool, bool remeasure) {
+                                                          ThreadPool& pool, bool remeasure, const GgufFile* file) {
   if (choice == "none") return std::optional<HardwareProfile>();
   if (choice != "auto") {
     const HardwareProfile* p = named_profile(choice);
@@ -123,8 +125,15 @@ Result<std::optional<HardwareProfile>> hardware_for_model(const std::string& cho
     for (const MatrixShape& m : call) want.types.push_back(m.type);
   for (KvType kv : {KvType::kF16, KvType::kI8}) want.attention.push_back({c.n_head, c.n_head_kv, c.head_dim, kv});
   want.stream = true;
+  if (file != nullptr && c.causal && c.has_lm_head && !c.is_moe()) {
+    want.model_file = file;
+    for (const Call& m : calls_of(model))
+      if (m.output) want.output_call = m.shape();
+  }
   auto h = auto_hardware(want, pool, remeasure);
   if (!h) return h.status();
+  const std::string key = file != nullptr ? model_shape_key(*file) : std::string();
+  std::erase_if(h->models, [&](const ModelTiming& t) { return t.key != key; });
   // The cache holds other models' timings too: show and use this one's.
   std::erase_if(h->calls, [&](const CallTiming& t) {
     return std::find(want.calls.begin(), want.calls.end(), t.call) == want.calls.end();
@@ -183,21 +192,55 @@ SpeedPlan plan_speed(const Model& model, const HardwareProfile& hw, const SpeedR
   }
   // Each sequence reads its own context's KV; the mean over the generated tokens is the
   // step at their middle (attention grows linearly).
-  p.decode_step_s = matrix_s + B * attention_s(1, r.depth + 0.5 * std::max(1, r.gen));
-  p.decode_tok_s = B / p.decode_step_s;
+  const double mean_keys = r.depth + 0.5 * std::max(1, r.gen);
+  p.decode_step_s = matrix_s + B * attention_s(1, mean_keys);
   p.decode_matrix_s = matrix_s;
   p.bulk_type = bulk_type;
   p.decode_bound_by_memory = matrix_s > 0 ? memory_s / matrix_s : 0;
+  // The model's own step, timed on a copy of its shape: its layers' part scaled to the
+  // model's layers (all of them when the copy had them all), and attention past the
+  // context the copy decoded at.
+  const ModelTiming* mt = r.model_key.empty() || c.is_moe() ? nullptr : hw.model_timing(r.model_key);
+  const double layer_scale = mt != nullptr ? static_cast<double>(mt->n_layer) / mt->layers : 1.0;
+  // Attention over a long context inside the step, against attention timed alone: the
+  // ratio of what the copy's deep steps added to what the attention timing predicts for
+  // the same keys (1 when the copy ran no deep step).
+  auto in_step = [&](double measured, double predicted) {
+    return measured > 0 && predicted > 0 ? std::clamp(measured / predicted, 0.5, 3.0) : 1.0;
+  };
+  double decode_attention_scale = 1.0, prefill_attention_scale = 1.0;
+  if (mt != nullptr && mt->deep_keys > mt->decode_keys) {
+    decode_attention_scale = in_step((mt->deep_decode_s - mt->decode_s) * layer_scale,
+                                     attention_s(1, mt->deep_keys) - attention_s(1, mt->decode_keys));
+    const double n = mt->prefill_tokens;
+    prefill_attention_scale = in_step((mt->deep_prefill_s - mt->prefill_s) * layer_scale,
+                                      attention_s(n, mt->deep_prefill_keys + 0.5 * n) - attention_s(n, 0.5 * n));
+  }
+  if (mt != nullptr && B == 1) {
+    const double step = mt->output_s + (mt->decode_s - mt->output_s) * layer_scale;
+    p.decode_step_s =
+        step + decode_attention_scale * std::max(0.0, attention_s(1, mean_keys) - attention_s(1, mt->decode_keys));
+    p.decode_matrix_s = step;
+  }
+  p.decode_tok_s = B / p.decode_step_s;
 
   const int64_t P = std::max(1, r.prompt);
   // Steps of at most 512 tokens (the engine's chunk); each reads every matrix.
   double prefill = 0;
   for (int64_t done = 0; done < P; done += 512) {
     const int64_t n = std::min<int64_t>(512, P - done);
-    for (const Call& m : cs) prefill += call_s(m, m.output ? 1 : n, hw);
     // Causal: the chunk's queries see on average depth + done + n / 2 keys.
-    prefill += attention_s(static_cast<double>(n),
-                           static_cast<double>(r.depth + done) + 0.5 * static_cast<double>(n));
+    const double attention = attention_s(static_cast<double>(n),
+                                         static_cast<double>(r.depth + done) + 0.5 * static_cast<double>(n));
+    if (mt != nullptr) {
+      // The copy's chunk from an empty cache, per token, and the attention it did not do.
+      const double per_token = (mt->prefill_s - mt->output_s) * layer_scale / mt->prefill_tokens;
+      prefill += mt->output_s + per_token * static_cast<double>(n) +
+                 prefill_attention_scale * (attention - attention_s(static_cast<double>(n), 0.5 * static_cast<double>(n)));
+      continue;
+    }
+    for (const Call& m : cs) prefill += call_s(m, m.output ? 1 : n, hw);
+    prefill += attention;
   }
   p.prefill_s = prefill;
   p.prefill_tok_s = static_cast<double>(P) / prefill;

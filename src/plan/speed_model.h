@@ -4,9 +4,12 @@
 // (sliding-window layers over their window). Where the profile timed the model's own
 // shapes and attention (`--hardware auto`) those times are used, else the format's
 // streaming and GEMM rates and attention's KV bytes and FLOPs at the bulk format's rates.
-// Decode of one sequence is bandwidth-bound on every CPU, prefill compute-bound. Not in
-// it: elementwise work (norms, RoPE, activations) and the per-step overhead (sampling,
-// scheduling); bench/plan_accuracy.py measures how far off it is.
+// Where it also timed the model's whole step on a copy of its shape (model_probe.h), one
+// sequence's decode and prefill are that step, scaled to the model's layers and tokens,
+// plus attention past the context the copy ran at: what runs between the calls (norms,
+// RoPE, activations, the forks and joins) is then in the prediction. Decode of one
+// sequence is bandwidth-bound on every CPU, prefill compute-bound; bench/plan_accuracy.py
+// measures how far off it is.
 //
 // Cost: a pass over the model's bound views. Thread-safety: pure functions.
 #pragma once
@@ -20,6 +23,7 @@
 
 namespace pagoda {
 
+class GgufFile;
 class Model;
 
 // As llama-bench (and `pagoda bench`) measure: pp = `prompt` tokens prefilled after
@@ -31,6 +35,9 @@ struct SpeedRequest {
   int32_t batch = 1;     // decode: sequences stepped together, each at the same depth
   double kv_bytes_per_token_layer = 0;  // K and V of one token in one layer (kv_row_bytes * 2)
   KvType kv_type = KvType::kF16;         // for the profile's attention timing
+  // model_shape_key of the model's file: where the profile timed the model's own step
+  // (model_probe.h), one sequence's decode and prefill scale that instead of summing calls.
+  std::string model_key;
 };
 
 struct SpeedPlan {
@@ -54,7 +61,10 @@ std::vector<MatmulCall> matmul_calls(const Model& model);
 // profile, measuring what the model's calls, attention shapes (f16 and int8 KV) and the
 // read bandwidth still lack; only this model's timings kept), "none" (nullopt), or a named
 // profile; an unknown name is an error listing the known ones.
+// With `file` (the model's), auto also times the model's own step on a copy of its
+// shape (model_probe.h; decoders without experts).
 Result<std::optional<HardwareProfile>> hardware_for_model(const std::string& choice, const Model& model,
-                                                          ThreadPool& pool, bool remeasure);
+                                                          ThreadPool& pool, bool remeasure,
+                                                          const GgufFile* file = nullptr);
 
 }  // namespace pagoda

@@ -116,10 +116,20 @@ def test_auto_hardware_is_measured_once_then_read_from_the_cache(pagoda, models,
     s = j1["speed"]
     assert 0 <= s["decode_memory_bound_share"] <= 1
     assert s["prefill_tok_s"] > s["decode_tok_s"] > 0  # a batch of 512 beats one token per matrix read
-    # Another format is measured and added to the same cache.
+    # The model's own step on a copy of its shape: the whole model (it is small), and the
+    # one-sequence speed is that step's, not the sum of the calls.
+    [mt] = hw["models"]
+    assert mt["layers"] == mt["n_layer"] == 4 and mt["decode_keys"] > 0 and mt["prefill_tokens"] == 512
+    assert mt["prefill_s"] > mt["decode_s"] > mt["output_s"] >= 0
+    assert s["decode_step_s"] == pytest.approx(mt["decode_s"], rel=0.5)
+    # Another format and another shape are measured and added to the same cache, and each
+    # plan shows only its own model's step.
     j3 = plan_json(pagoda, models["gemma3"], "-c", 1024)
     assert "Q4_K" in {f["type"] for f in j3["hardware"]["formats"]}
-    assert {f["type"] for f in json.loads(cached[0].read_text())["formats"]} >= {"Q8_0", "Q4_K"}
+    cache = json.loads(cached[0].read_text())
+    assert {f["type"] for f in cache["formats"]} >= {"Q8_0", "Q4_K"}
+    assert len(j3["hardware"]["models"]) == 1 and j3["hardware"]["models"][0]["key"] != mt["key"]
+    assert {m["key"] for m in cache["models"]} == {mt["key"], j3["hardware"]["models"][0]["key"]}
 
 
 def test_a_damaged_cache_is_measured_again(pagoda, models, tmp_path):
