@@ -20,6 +20,8 @@ import struct
 
 import numpy as np
 
+from minilm_reference import bert_hidden_states
+
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ("the a an of to in on and is are was for with that this it as by from at be or not what which how when "
          "who does do cat dog sat mat paris france capital city river rain weather engine model token tokens "
@@ -163,35 +165,11 @@ class CrossEncoder:
         return e.ids, e.type_ids
 
     def score(self, ids, type_ids, tanh=True):
-        c, t = self.config, self.t
-        n, E, H = len(ids), c["hidden_size"], c["num_attention_heads"]
-        hd = E // H
-        eps = c["layer_norm_eps"]
-
-        def ln(x, p):
-            mu = x.mean(-1, keepdims=True)
-            var = ((x - mu) ** 2).mean(-1, keepdims=True)
-            return (x - mu) / np.sqrt(var + eps) * t[p + ".weight"] + t[p + ".bias"]
+        t = self.t
 
         def lin(x, p):
             return x @ t[p + ".weight"].T + t[p + ".bias"]
-        erf = np.vectorize(math.erf)
-        x = (t["embeddings.word_embeddings.weight"][ids] + t["embeddings.position_embeddings.weight"][:n] +
-             t["embeddings.token_type_embeddings.weight"][np.asarray(type_ids)])
-        x = ln(x, "embeddings.LayerNorm")
-        for layer in range(c["num_hidden_layers"]):
-            p = f"encoder.layer.{layer}."
-            q = lin(x, p + "attention.self.query").reshape(n, H, hd).transpose(1, 0, 2)
-            k = lin(x, p + "attention.self.key").reshape(n, H, hd).transpose(1, 0, 2)
-            v = lin(x, p + "attention.self.value").reshape(n, H, hd).transpose(1, 0, 2)
-            s = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
-            s = np.exp(s - s.max(-1, keepdims=True))
-            s /= s.sum(-1, keepdims=True)
-            a = (s @ v).transpose(1, 0, 2).reshape(n, E)
-            x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
-            h = lin(x, p + "intermediate.dense")
-            h = 0.5 * h * (1.0 + erf(h / math.sqrt(2.0)))
-            x = ln(x + lin(h, p + "output.dense"), p + "output.LayerNorm")
+        x = bert_hidden_states(t, self.config, ids, type_ids)
         pooled = lin(x[0], "pooler.dense")
         if tanh:
             pooled = np.tanh(pooled)

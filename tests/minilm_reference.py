@@ -135,44 +135,51 @@ class MiniLM:
 
     def forward(self, ids) -> np.ndarray:
         """The last hidden states [n, hidden] of BertModel in float64."""
-        c = self.config
         t = {k: v.astype(np.float64) for k, v in self.tensors.items() if v.dtype != np.int64}
-        n = len(ids)
-        H = c["num_attention_heads"]
-        E = c["hidden_size"]
-        hd = E // H
-        eps = c["layer_norm_eps"]
-
-        def ln(x, prefix):
-            mu = x.mean(-1, keepdims=True)
-            var = ((x - mu) ** 2).mean(-1, keepdims=True)
-            return (x - mu) / np.sqrt(var + eps) * t[prefix + ".weight"] + t[prefix + ".bias"]
-
-        def lin(x, prefix):
-            return x @ t[prefix + ".weight"].T + t[prefix + ".bias"]
-        erf = np.vectorize(math.erf)
-        x = (t["embeddings.word_embeddings.weight"][ids] + t["embeddings.position_embeddings.weight"][:n] +
-             t["embeddings.token_type_embeddings.weight"][0])
-        x = ln(x, "embeddings.LayerNorm")
-        for layer in range(c["num_hidden_layers"]):
-            p = f"encoder.layer.{layer}."
-            q = lin(x, p + "attention.self.query").reshape(n, H, hd).transpose(1, 0, 2)
-            k = lin(x, p + "attention.self.key").reshape(n, H, hd).transpose(1, 0, 2)
-            v = lin(x, p + "attention.self.value").reshape(n, H, hd).transpose(1, 0, 2)
-            s = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
-            s = np.exp(s - s.max(-1, keepdims=True))
-            s /= s.sum(-1, keepdims=True)
-            a = (s @ v).transpose(1, 0, 2).reshape(n, E)
-            x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
-            h = lin(x, p + "intermediate.dense")
-            h = 0.5 * h * (1.0 + erf(h / math.sqrt(2.0)))
-            x = ln(x + lin(h, p + "output.dense"), p + "output.LayerNorm")
-        return x
+        return bert_hidden_states(t, self.config, ids)
 
     def embed(self, ids) -> np.ndarray:
         """sentence-transformers' embedding: mean pooling, then L2 normalization."""
         v = self.forward(ids).mean(0)
         return v / np.linalg.norm(v)
+
+
+def bert_hidden_states(t: dict, c: dict, ids, type_ids=None) -> np.ndarray:
+    """Hugging Face BertModel's last hidden states [n, hidden] in float64: t holds its
+    tensors by their names without the "bert." prefix (float64), c its config.json;
+    type_ids gives each token's segment (None: all 0)."""
+    n = len(ids)
+    H = c["num_attention_heads"]
+    E = c["hidden_size"]
+    hd = E // H
+    eps = c["layer_norm_eps"]
+
+    def ln(x, prefix):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + eps) * t[prefix + ".weight"] + t[prefix + ".bias"]
+
+    def lin(x, prefix):
+        return x @ t[prefix + ".weight"].T + t[prefix + ".bias"]
+    erf = np.vectorize(math.erf)
+    types = np.zeros(n, dtype=np.int64) if type_ids is None else np.asarray(type_ids)
+    x = (t["embeddings.word_embeddings.weight"][ids] + t["embeddings.position_embeddings.weight"][:n] +
+         t["embeddings.token_type_embeddings.weight"][types])
+    x = ln(x, "embeddings.LayerNorm")
+    for layer in range(c["num_hidden_layers"]):
+        p = f"encoder.layer.{layer}."
+        q = lin(x, p + "attention.self.query").reshape(n, H, hd).transpose(1, 0, 2)
+        k = lin(x, p + "attention.self.key").reshape(n, H, hd).transpose(1, 0, 2)
+        v = lin(x, p + "attention.self.value").reshape(n, H, hd).transpose(1, 0, 2)
+        s = q @ k.transpose(0, 2, 1) / math.sqrt(hd)
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        a = (s @ v).transpose(1, 0, 2).reshape(n, E)
+        x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+        h = lin(x, p + "intermediate.dense")
+        h = 0.5 * h * (1.0 + erf(h / math.sqrt(2.0)))
+        x = ln(x + lin(h, p + "output.dense"), p + "output.LayerNorm")
+    return x
 
 
 def cosine(a, b) -> float:

@@ -432,8 +432,8 @@ Result<HardwareProfile> auto_hardware(const HardwareRequest& want, ThreadPool& p
     const CallTiming* out = h.timing(want.output_call);
     auto t = time_model_shape(*want.model_file, KvType::kF16, out != nullptr ? out->gemv_s : 0.0, cap,
                               std::filesystem::path(path).parent_path().string(), pool);
-    // A shape the copy cannot reproduce keeps the per-call roofline (said once, then cached
-    // as nothing: the next plan tries again).
+    // A shape the copy cannot reproduce keeps the per-call roofline; nothing is cached for
+    // it, so every plan of it tries again and says so.
     if (t) h.models.push_back(std::move(*t));
     else log_warn("plan: the model's step could not be timed on a copy of its shape ({}); speed is the sum of its "
                   "calls", t.status().message());
