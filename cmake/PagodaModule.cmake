@@ -19,7 +19,8 @@ function(pagoda_module name)
   # SIMD bodies are compiled once per target and chosen at run time (base/cpu_features.h):
   # a file named *_avx2.cpp gets AVX2+FMA+F16C, *_avx512.cpp the AVX-512 set of Zen 4 /
   # Ice Lake (F, BW, VL, DQ, VNNI, BF16), *_avx512bw.cpp that of Skylake-X (F, BW, VL,
-  # DQ: no VNNI). Nothing else is built for a specific CPU.
+  # DQ: no VNNI), *_amx.cpp the AVX-512 set and AMX-INT8. Nothing else is built for a
+  # specific CPU.
   foreach(src ${srcs})
     if(src MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mbmi2")
@@ -31,6 +32,11 @@ function(pagoda_module name)
       # expand; callers check cpu_features() before running anything in such a file.
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
         "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mavx512vbmi;-mavx512vbmi2")
+    elseif(src MATCHES "_amx\\.cpp$")
+      # The AVX-512 set plus AMX tiles with int8 dot products (Sapphire Rapids); callers
+      # check cpu_features().amx_int8 (which includes the kernel's permission) first.
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mamx-tile;-mamx-int8")
     elseif(src MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
         "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")

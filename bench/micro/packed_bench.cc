@@ -3,6 +3,7 @@
 //   packed_gemv/<type>/<rows>x<cols>      one token; bytes_per_second counts weight bytes
 //                                         (compare gemv_rows/<type>/avx512/<rows>x<cols>);
 //   packed_tile/<type>/<rows>x<cols>/T    T tokens; GFLOPS = 2 * rows * cols * T
+//   packed_tile_{vnni,amx}/<type>/8960x1536/T   the two tile bodies side by side
 //                                         (compare lq_tile*/<type>/avx512).
 // Run e.g. bin/pagoda-microbench --benchmark_filter='packed_|gemv_rows/Q4_0/avx512'
 #include <benchmark/benchmark.h>
@@ -30,8 +31,7 @@ struct Packed {
   Packed& operator=(const Packed&) = delete;
 };
 
-void bm_packed(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t tokens) {
-  const PackedKernels* k = packed_kernels_avx512(t);
+void bm_packed(benchmark::State& state, const PackedKernels* k, DType t, int64_t rows, int64_t cols, int64_t tokens) {
   const std::vector<uint8_t> w = random_weights(t, rows, cols);
   const size_t rb = row_bytes(t, cols);
   Packed pk(packed_bytes(t, rows, cols));
@@ -69,8 +69,8 @@ const bool registered = [] {
     for (Shape s : {Shape{2048, 2048}, Shape{5632, 2048}, Shape{32768, 2048}, Shape{262144, 640}, Shape{151936, 1536}})
       if (s.cols % block == 0)
         benchmark::RegisterBenchmark(
-          ("packed_gemv/" + name + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str(), bm_packed, t,
-          s.rows, s.cols, int64_t{1})
+          ("packed_gemv/" + name + "/" + std::to_string(s.rows) + "x" + std::to_string(s.cols)).c_str(), bm_packed,
+          packed_kernels_avx512(t), t, s.rows, s.cols, int64_t{1})
           ->Unit(benchmark::kMicrosecond);
     for (Shape s : {Shape{1024, 4096}, Shape{16384, 640}, Shape{262144, 640}})
       for (int64_t tokens : {16, 48, 64}) {
@@ -78,9 +78,20 @@ const bool registered = [] {
         benchmark::RegisterBenchmark(("packed_tile/" + name + "/" + std::to_string(s.rows) + "x" +
                                       std::to_string(s.cols) + "/" + std::to_string(tokens))
                                          .c_str(),
-                                     bm_packed, t, s.rows, s.cols, tokens)
+                                     bm_packed, packed_kernels_avx512(t), t, s.rows, s.cols, tokens)
             ->Unit(benchmark::kMillisecond);
       }
+    // Few tokens on a Qwen2.5-1.5B FFN matrix (speculative verification, batched decode):
+    // the VNNI tile and, where the CPU has it, the AMX one.
+    for (const auto& [kind, k] : {std::pair{std::string("vnni"), packed_kernels_avx512(t)},
+                                  std::pair{std::string("amx"), packed_kernels_amx(t)}}) {
+      if (k == nullptr || 1536 % block != 0) continue;
+      for (int64_t tokens : {2, 4, 6, 8, 16, 32, 64})
+        benchmark::RegisterBenchmark(
+            ("packed_tile_" + kind + "/" + name + "/8960x1536/" + std::to_string(tokens)).c_str(), bm_packed, k, t,
+            int64_t{8960}, int64_t{1536}, tokens)
+            ->Unit(benchmark::kMicrosecond);
+    }
   }
   return true;
 }();

@@ -132,3 +132,40 @@ def test_a_draft_model_of_another_vocabulary_is_refused(pagoda_bin, write_gen_mo
                        capture_output=True, text=True, timeout=300)
     assert r.returncode != 0
     assert "cannot draft for this model" in r.stderr and "tokenizer is llama, the target's gpt2" in r.stderr, r.stderr
+
+
+def test_amx_tiles_leave_every_logit_as_the_vnni_ones(pagoda_bin, tmp_path):
+    """Where the CPU has AMX-INT8, Q4_K and Q6_K prefill tiles run on it; each output must
+    equal the VNNI kernels' bit for bit (docs/kernels.md, "AMX tiles"), so perplexity over
+    512-token windows (every logit row through 64-token tiles) and greedy text after a long
+    prompt are the same digits and tokens with PAGODA_CPU=avx512 (AMX off)."""
+    import os
+    path = cached("qwen2.5-coder-1.5b-instruct")
+    exe = str(pagoda_bin("pagoda"))
+    probe = subprocess.run([exe, "bench", "-m", str(path), "-p", "8", "-n", "0", "-r", "1"],
+                           capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr
+    if "amx-int8" not in probe.stdout:
+        pytest.skip("this CPU (or its kernel) offers no AMX-INT8: the VNNI tiles are the only ones here")
+    book = CACHE / "eval" / "botchan.txt"
+    if not book.exists():
+        oracle_missing(f"{book} is not present (scripts/fetch_eval_text)")
+    prompt = book.read_text(encoding="utf-8")[:6000]
+    outs = {}
+    for mode in ("amx", "avx512"):
+        env = dict(os.environ)
+        env.pop("PAGODA_CPU", None)
+        if mode == "avx512":
+            env["PAGODA_CPU"] = "avx512"
+        ppl = subprocess.run([exe, "perplexity", "-m", str(path), "-f", str(book), "-c", "512", "--chunks", "2",
+                              "--json"], capture_output=True, text=True, timeout=600, env=env)
+        assert ppl.returncode == 0, ppl.stderr
+        ids = tmp_path / f"{mode}.json"
+        run = subprocess.run([exe, "run", "-m", str(path), "-p", prompt, "-n", "24", "--temp", "0", "--ignore-eos",
+                              "--ids-out", str(ids)], capture_output=True, text=True, timeout=600, env=env)
+        assert run.returncode == 0, run.stderr
+        j = json.loads(ppl.stdout)
+        outs[mode] = ({k: j[k] for k in ("chunk_ppl", "nll_mean", "ppl", "scored_tokens")},
+                      json.loads(ids.read_text())["generated_ids"])
+    assert outs["amx"][0] == outs["avx512"][0], (outs["amx"][0], outs["avx512"][0])
+    assert outs["amx"][1] == outs["avx512"][1]

@@ -255,6 +255,54 @@ TEST(PackedLayout, PanelsTakeTheBytesOfTheirRows) {
   EXPECT_FALSE(has_packed_layout(DType::Q5_K));
 }
 
+// The AMX tiles: every output equal to the VNNI GEMV's bit for bit (the integer dots are
+// exact either way and the float steps run in the GEMV's order), for every token count
+// through two stagings of 64 (full groups of 16, a remainder, both chunks of 32),
+// partial panels, one block and many, and activation rows with a gap between them.
+class PackedAmxTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (packed_kernels_amx(GetParam()) == nullptr)
+      GTEST_SKIP() << "no AMX-INT8 here (CPU, kernel permission or PAGODA_CPU): the VNNI tile runs instead";
+  }
+};
+
+TEST_P(PackedAmxTest, TileEqualsTheGemvBitForBitForEveryTokenCount) {
+  const DType t = GetParam();
+  const PackedKernels* amx = packed_kernels_amx(t);
+  const PackedKernels* vnni = packed_kernels_avx512(t);
+  ASSERT_NE(vnni, nullptr);
+  std::mt19937 rng(14);
+  for (int64_t blocks : {1, 6}) {
+    for (int64_t rows : {1, 15, 37}) {
+      const int64_t n = blocks * dtype_info(t).block_size, max_tokens = 131;
+      Matrix m = make_matrix(t, rows, n, rng);
+      const size_t xb = row_bytes(vec_dot_type(t), n) + 40;  // rows with a gap between them
+      std::vector<uint8_t> x(xb * max_tokens);
+      const std::vector<uint8_t> packed_x = activations(t, max_tokens, n, rng);
+      for (int64_t tk = 0; tk < max_tokens; ++tk)
+        std::memcpy(&x[tk * xb], &packed_x[tk * (xb - 40)], xb - 40);
+      std::vector<float> alone(static_cast<size_t>(rows * max_tokens));
+      for (int64_t tk = 0; tk < max_tokens; ++tk) vnni->gemv(n, m.packed.data(), rows, &x[tk * xb], &alone[tk * rows]);
+      const size_t ys = rows + 3;
+      for (int64_t tokens = 1; tokens <= max_tokens; tokens += tokens < 70 ? 1 : 61) {
+        std::vector<float> y(ys * static_cast<size_t>(tokens), -7.0f);
+        amx->tile(n, m.packed.data(), rows, x.data(), xb, tokens, y.data(), ys);
+        for (int64_t tk = 0; tk < tokens; ++tk) {
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(std::memcmp(&y[tk * ys + r], &alone[tk * rows + r], sizeof(float)), 0)
+                << "blocks=" << blocks << " rows=" << rows << " tokens=" << tokens << " token " << tk << " row " << r
+                << ": " << y[tk * ys + r] << " vs " << alone[tk * rows + r];
+          for (size_t r = rows; r < ys; ++r) ASSERT_EQ(y[tk * ys + r], -7.0f) << "wrote past the rows";
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, PackedAmxTest, ::testing::Values(DType::Q4_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
 INSTANTIATE_TEST_SUITE_P(Formats, PackedTest, ::testing::Values(DType::Q4_0, DType::Q5_0, DType::Q8_0, DType::Q4_K,
                                                                      DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });

@@ -130,7 +130,7 @@ const uint8_t* convert_activations(const DotKernels& k, DType t, int64_t cols, c
 // Weights in 16-row panels: a thread's rows start on a panel, so its share is a
 // contiguous run of panels.
 void matmul_packed(const WeightView& w, const uint8_t* xb, int64_t n_tokens, float* y, ThreadPool& pool) {
-  const PackedKernels* pk = packed_kernels_avx512(w.type);
+  const PackedKernels* pk = packed_kernels_best(w.type);
   assert(pk != nullptr);
   const size_t panel = packed_panel_bytes(w.type, w.cols);
   const size_t xrow = row_bytes(vec_dot_type(w.type), w.cols);
@@ -224,7 +224,7 @@ void matmul_shared_input(std::span<const WeightView* const> ws, const float* x, 
   for (size_t i = 0; i < ws.size(); ++i) {
     first[i + 1] = first[i] + ws[i]->rows;
     ks[i] = &dot_kernels(ws[i]->type);
-    pks[i] = packed ? packed_kernels_avx512(ws[i]->type) : nullptr;
+    pks[i] = packed ? packed_kernels_best(ws[i]->type) : nullptr;
     panels[i] = packed ? packed_panel_bytes(ws[i]->type, ws[i]->cols) : 0;
   }
   pool.parallel_for(first[ws.size()], kRowGrain, [&](int64_t r0, int64_t r1, int) {
@@ -272,7 +272,7 @@ void matmul_jobs(std::span<const MatmulJob> jobs, ThreadPool& pool) {
       matmul(*j.w, j.x, j.n_tokens, j.y, pool);
       continue;
     }
-    Prepared p{&j, &dot_kernels(j.w->type), j.w->packed != nullptr ? packed_kernels_avx512(j.w->type) : nullptr,
+    Prepared p{&j, &dot_kernels(j.w->type), j.w->packed != nullptr ? packed_kernels_best(j.w->type) : nullptr,
                row_bytes(vec_dot_type(j.w->type), j.w->cols), SIZE_MAX, false, rows};
     if (vec_dot_type(j.w->type) != DType::F32) {
       for (const Prepared& q : prep)

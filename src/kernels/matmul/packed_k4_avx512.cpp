@@ -4,19 +4,20 @@
 //
 // Per super-block and panel, for every row in its lane: each sub-block's integer dot
 // sum(q * x) comes from 8 dpbusd (a register of nibbles against a broadcast activation
-// dword), times the sub-block's 6-bit scale (vpmulld), summed exactly in int32; the mins
-// need only the activations' sums per sub-block (from Q8_K's bsums), so four vpdpwssd of
-// the mins (widened to 16 bits, in pairs) against broadcast pairs of those sums give
-// sum(m * xsum). Then acc += cvt(isum) * (d * dx) and acc -= cvt(msum) * (dmin * dx), in
-// that order in both bodies, so the tile equals the GEMV bit for bit. The tile's prefill
-// runs ~4% below the row-major Q4_K tile on a 1B-shaped model (655-670 vs 690 tok/s at
-// pp512), the price of decoding 22% faster from the same bytes; vpmulld per sub-block
-// and token is the likely cost.
+// dword), converted and times the sub-block's 6-bit scale, summed in FP32 by FMA in
+// sub-block order (exact: each product is under 2^24 and so is the sum but for contrived
+// inputs, as the int32 sum converted once was; vpmulld, two port-0 uops, cost the tiles
+// 5-15% more); the mins need only the activations' sums per sub-block (from Q8_K's
+// bsums), so four vpdpwssd of the mins (widened to 16 bits, in pairs) against broadcast
+// pairs of those sums give sum(m * xsum). Then acc += isum * (d * dx) and acc -=
+// cvt(msum) * (dmin * dx), in that order in every body (the AMX tile too), so the tiles
+// equal the GEMV bit for bit.
 #include "kernels/simd/simd_intrinsics.h"
 
 #include <type_traits>
 
 #include "kernels/simd/avx512_common.h"
+#include "kernels/matmul/packed_k4_body.h"
 #include "kernels/matmul/packed_layout.h"
 #include "kernels/matmul/packed_weights.h"
 #include "kernels/simd/tile_buffer.h"
@@ -26,43 +27,10 @@
 namespace pagoda::simd {
 namespace {
 
-using L = packed::K4Layout;
-
-constexpr size_t kXQs = offsetof(BlockQ8_K, qs);
-constexpr size_t kXBsums = offsetof(BlockQ8_K, bsums);
-
-inline __m512 halves(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-inline __m512i scale_lanes(const uint8_t* blk, int j) {
-  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L::kScalesAt + 16 * j)));
-}
-inline __m512i min_pairs(const uint8_t* blk, int i) {
-  return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L::kMinsAt + 32 * i)));
-}
-
-// The activation sums of sub-blocks 2i and 2i+1 of one Q8_K block as one dword of two
-// int16 (|sum| <= 32 * 128 fits), for i = 0..3.
-inline void sum_pairs(const uint8_t* xblk, int32_t* out) {
-  int16_t bs[16];
-  std::memcpy(bs, xblk + kXBsums, sizeof(bs));
-  for (int i = 0; i < 4; ++i) {
-    const auto lo = static_cast<uint16_t>(bs[4 * i] + bs[4 * i + 1]);
-    const auto hi = static_cast<uint16_t>(bs[4 * i + 2] + bs[4 * i + 3]);
-    out[i] = static_cast<int32_t>(static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16));
-  }
-}
-
-inline float x_scale(const uint8_t* xblk) {
-  float d;
-  std::memcpy(&d, xblk, sizeof(float));
-  return d;
-}
-
 void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, float* y) {
   const int64_t nb = n / kQK_K;
   const size_t panel_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
-  const __m512i lo4 = _mm512_set1_epi8(0x0f);
+  const __m512i lo4 = _mm512_set1_epi8(0x0f), hi4 = _mm512_set1_epi8(static_cast<char>(0xf0));
   for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
     const size_t at = static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
     __m512 acc = _mm512_setzero_ps();
@@ -71,7 +39,7 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
       const uint8_t* blk = panels + off;
       const uint8_t* xblk = x + b * sizeof(BlockQ8_K);
       const uint8_t* xq = xblk + kXQs;
-      __m512i isum = _mm512_setzero_si512();
+      __m512 isum = _mm512_setzero_ps();
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
@@ -79,10 +47,10 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
         for (int k = 0; k < 8; ++k) {
           const __m512i v = _mm512_loadu_si512(blk + (8 * c + k) * 64);
           lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, lo4), bcast(xq + 64 * c + 4 * k));
-          hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4), bcast(xq + 64 * c + 32 + 4 * k));
+          hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(v, hi4), bcast(xq + 64 * c + 32 + 4 * k));
         }
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(lo, scale_lanes(blk, 2 * c)));
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(hi, scale_lanes(blk, 2 * c + 1)));
+        isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), scale_floats(blk, 2 * c), isum);
+        isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), scale_floats_x16(blk, 2 * c + 1), isum);
       }
       int32_t pairs[4];
       sum_pairs(xblk, pairs);
@@ -90,7 +58,7 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) msum = _mm512_dpwssd_epi32(msum, min_pairs(blk, i), _mm512_set1_epi32(pairs[i]));
       const __m512 dx = _mm512_set1_ps(x_scale(xblk));
-      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(halves(blk + L::kDAt), dx), acc);
+      acc = _mm512_fmadd_ps(isum, _mm512_mul_ps(halves(blk + L::kDAt), dx), acc);
       acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(halves(blk + L::kDminAt), dx), acc);
     }
     const int64_t valid = rows - r0;
@@ -101,18 +69,13 @@ void gemv(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, floa
 
 constexpr int kTok = 64;  // tokens per tile call (matmul hands at most 64)
 
-// Per token and super-block: the activation scale and the four sum pairs.
-struct XSums {
-  float d;
-  int32_t pairs[4];
-};
 thread_local TileBuffer<XSums> t_sums;
 
 // One panel by kT tokens. x: the first token's Q8_K row (stride xs); sums[b * kTok + t].
 template <int kT>
 void micro(int64_t nb, const uint8_t* panel, const uint8_t* x, size_t xs, const XSums* sums, float* y, size_t ys,
            __mmask16 mask, bool prefetch_next) {
-  const __m512i lo4 = _mm512_set1_epi8(0x0f);
+  const __m512i lo4 = _mm512_set1_epi8(0x0f), hi4 = _mm512_set1_epi8(static_cast<char>(0xf0));
   const size_t next = static_cast<size_t>(nb) * L::kBlockBytes;
   __m512 accf[kT];
 #pragma GCC unroll 8
@@ -121,9 +84,9 @@ void micro(int64_t nb, const uint8_t* panel, const uint8_t* x, size_t xs, const 
     // The first pass over a panel prefetches the next panel into L2 (as packed_avx512.cpp).
     if (prefetch_next) prefetch_block<_MM_HINT_T1>(panel + next, L::kBlockBytes);
     const uint8_t* xq = x + b * sizeof(BlockQ8_K) + kXQs;
-    __m512i isum[kT];
+    __m512 isum[kT];
 #pragma GCC unroll 8
-    for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
+    for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_ps();
     // Sub-blocks 2c and 2c+1 share their loads: the low and high nibbles of a register.
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -134,18 +97,18 @@ void micro(int64_t nb, const uint8_t* panel, const uint8_t* x, size_t xs, const 
       for (int k = 0; k < 8; ++k) {
         const __m512i v = _mm512_loadu_si512(panel + (8 * c + k) * 64);
         const __m512i wl = _mm512_and_si512(v, lo4);
-        const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+        const __m512i wh = _mm512_and_si512(v, hi4);
 #pragma GCC unroll 8
         for (int t = 0; t < kT; ++t) {
           lo[t] = _mm512_dpbusd_epi32(lo[t], wl, bcast(xq + t * xs + 64 * c + 4 * k));
           hi[t] = _mm512_dpbusd_epi32(hi[t], wh, bcast(xq + t * xs + 64 * c + 32 + 4 * k));
         }
       }
-      const __m512i sl = scale_lanes(panel, 2 * c), sh = scale_lanes(panel, 2 * c + 1);
+      const __m512 sl = scale_floats(panel, 2 * c), sh = scale_floats_x16(panel, 2 * c + 1);
 #pragma GCC unroll 8
       for (int t = 0; t < kT; ++t) {
-        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(lo[t], sl));
-        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(hi[t], sh));
+        isum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[t]), sl, isum[t]);
+        isum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), sh, isum[t]);
       }
     }
     const __m512 d = halves(panel + L::kDAt), dmin = halves(panel + L::kDminAt);
@@ -156,7 +119,7 @@ void micro(int64_t nb, const uint8_t* panel, const uint8_t* x, size_t xs, const 
       for (int i = 0; i < 4; ++i)
         msum = _mm512_dpwssd_epi32(msum, min_pairs(panel, i), _mm512_set1_epi32(sums[t].pairs[i]));
       const __m512 dx = _mm512_set1_ps(sums[t].d);
-      accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dx), accf[t]);
+      accf[t] = _mm512_fmadd_ps(isum[t], _mm512_mul_ps(d, dx), accf[t]);
       accf[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), accf[t]);
     }
   }
@@ -172,13 +135,7 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
   for (int64_t t0 = 0; t0 < tokens; t0 += kTok) {
     const int64_t tc = tokens - t0 < kTok ? tokens - t0 : kTok;
     const uint8_t* xt = x + t0 * x_stride;
-    for (int64_t t = 0; t < tc; ++t)
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* xblk = xt + t * x_stride + b * sizeof(BlockQ8_K);
-        XSums& s = sums[b * kTok + t];
-        s.d = x_scale(xblk);
-        sum_pairs(xblk, s.pairs);
-      }
+    stage_sums(xt, x_stride, tc, nb, sums, kTok);
     for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
       const uint8_t* panel = panels + static_cast<size_t>(r0 / kPanelRows) * panel_bytes;
       const int64_t valid = rows - r0;

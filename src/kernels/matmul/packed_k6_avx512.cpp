@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "kernels/simd/avx512_common.h"
+#include "kernels/matmul/packed_k6_body.h"
 #include "kernels/matmul/packed_layout.h"
 #include "kernels/matmul/packed_weights.h"
 #include "kernels/simd/tile_buffer.h"
@@ -32,9 +33,6 @@
 namespace pagoda::simd {
 namespace {
 
-using L = packed::K6Layout;
-
-constexpr size_t kXQs = offsetof(BlockQ8_K, qs);
 constexpr size_t kXBsums = offsetof(BlockQ8_K, bsums);
 constexpr int kTok = 64;  // tokens per tile call (matmul hands at most 64)
 
@@ -51,24 +49,6 @@ inline void x_sums(const uint8_t* xblk, XSums& s) {
   std::memcpy(bs, xblk + kXBsums, sizeof(bs));
   for (int j = 0; j < 16; ++j) s.start[j] = -32 * static_cast<int32_t>(bs[j]);
 }
-
-inline __m512i scale_lanes(const uint8_t* blk, int j) {
-  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L::kScalesAt + 16 * j)));
-}
-
-// The qh field completing nibble half h of ql register group s, moved to bits 4-5 (the
-// other bits are masked by the caller's ternlog). qh byte bits: 0-1 (s 0, h 0), 2-3
-// (s 1, h 0), 4-5 (s 0, h 1), 6-7 (s 1, h 1).
-template <int kS, int kH>
-inline __m512i high_field(__m512i h) {
-  constexpr int kShift = 4 - 2 * (kS + 2 * kH);
-  if constexpr (kShift > 0) return _mm512_slli_epi16(h, kShift);
-  if constexpr (kShift < 0) return _mm512_srli_epi16(h, -kShift);
-  return h;
-}
-
-// nib | (field & 0x30): nib has only bits 0-3 set.
-inline __m512i levels(__m512i nib, __m512i field, __m512i m30) { return _mm512_ternarylogic_epi32(nib, field, m30, 0xF8); }
 
 // Ql register group s (0: ql bytes 0-31 of the half, 1: 32-63) of half n for kT tokens:
 // both nibble halves, sub-blocks 8n + 2s + kh (low) and 8n + 2s + 4 + kh (high).

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/matmul/packed_layout.h"
+#include "base/cpu_features.h"
 #include "kernels/simd/simd_target.h"
 #include "quant/blocks.h"
 #include "quant/k_unpack.h"
@@ -14,6 +15,8 @@ namespace simd {
 void register_packed_avx512(DType t, PackedKernels& k);
 void register_packed_k4_avx512(PackedKernels& k);
 void register_packed_k6_avx512(PackedKernels& k);
+void register_packed_k4_amx(PackedKernels& k);
+void register_packed_k6_amx(PackedKernels& k);
 }  // namespace simd
 
 namespace {
@@ -124,9 +127,32 @@ const PackedKernels* lookup(DType t, bool respect_env) {
   return k != nullptr && k->gemv != nullptr ? k : nullptr;
 }
 
+// The AMX tiles (with the VNNI GEMV), for the types that have one. Q4_0 and Q8_0 have
+// none: with a scale per 32 quants, a tile's dots are one tdpbsud per block and token
+// group, and the per-block tile loads, stores and per-token scaling cost more than the
+// dpbusd they replace (docs/kernels.md, "AMX").
+const PackedKernels* lookup_amx(DType t) {
+  static const PackedKernels q4k = [] {
+    PackedKernels k;
+    simd::register_packed_k4_avx512(k);
+    simd::register_packed_k4_amx(k);
+    return k;
+  }();
+  static const PackedKernels q6k = [] {
+    PackedKernels k;
+    simd::register_packed_k6_avx512(k);
+    simd::register_packed_k6_amx(k);
+    return k;
+  }();
+  return t == DType::Q4_K ? &q4k : t == DType::Q6_K ? &q6k : nullptr;
+}
+
 }  // namespace
 
-const PackedKernels* packed_kernels(DType t) { return lookup(t, true); }
+const PackedKernels* packed_kernels(DType t) {
+  const PackedKernels* k = lookup(t, true);
+  return k != nullptr ? packed_kernels_best(t) : nullptr;
+}
 
 const PackedKernels* packed_kernels_avx512(DType t) {
   // Looked up on every matmul of a packed matrix: the CPU check is made once.
@@ -136,6 +162,15 @@ const PackedKernels* packed_kernels_avx512(DType t) {
     return false;
   }();
   return runs ? lookup(t, false) : nullptr;
+}
+
+const PackedKernels* packed_kernels_amx(DType t) {
+  return cpu_features().amx_int8 ? lookup_amx(t) : nullptr;
+}
+
+const PackedKernels* packed_kernels_best(DType t) {
+  const PackedKernels* amx = packed_kernels_amx(t);
+  return amx != nullptr ? amx : packed_kernels_avx512(t);
 }
 
 bool has_packed_layout(DType t) {

@@ -40,8 +40,13 @@ struct PackedKernels {
 // row-major here (format not packed, CPU without AVX-512 VNNI, PAGODA_CPU capping it, or
 // PAGODA_REPACK=0 in the environment).
 const PackedKernels* packed_kernels(DType t);
-// The same for an explicit target (tests); null where none exists.
+// The kernels that run matrices already packed: the AMX tile where this CPU (and its
+// kernel) allow AMX-INT8 and type t has one, else the VNNI bodies; null without VNNI.
+const PackedKernels* packed_kernels_best(DType t);
+// The same for an explicit target (tests, benchmarks); null where none exists. The AMX
+// kernels share the VNNI GEMV: one token gains nothing from tiles.
 const PackedKernels* packed_kernels_avx512(DType t);
+const PackedKernels* packed_kernels_amx(DType t);
 
 // Whether type t has a packed layout at all, and its bytes for a rows x cols matrix
 // (rows rounded up to whole panels; cols a multiple of the format's block).
