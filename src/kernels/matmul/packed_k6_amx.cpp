@@ -5,10 +5,11 @@
 // As the Q4_K one (packed_k4_amx.cpp): a super-block's 6-bit levels are built once per
 // panel as the VNNI body builds them (ql nibble | qh field), less 32, so they are the
 // signed quants q and tdpbssd needs no offset term; sub-block j (16 values) is then a
-// 4 x 64-byte B tile, and one tile dot gives its sum(q * x) for 16 tokens. Per token the
-// int32 sum of those dots times the sub-block scales (vpmulld) equals the VNNI body's
-// (which starts each dot from -32 * sum(x) over unsigned levels), and the one FMA per
-// super-block is the same, so every output equals the GEMV's bit for bit.
+// 4 x 64-byte B tile, and one tile dot gives its sum(q * x) for 16 tokens, the same integer
+// as the VNNI body's (which starts each dot from -32 * sum(x) over unsigned levels). Per
+// token those dots times the sub-block scales are summed by FMA in the VNNI body's order
+// (kSubBlockOrder) and the one FMA per super-block is the same, so every output equals
+// the GEMV's bit for bit.
 #include "kernels/simd/simd_intrinsics.h"
 
 #include "kernels/matmul/packed_amx_driver.h"
@@ -96,16 +97,18 @@ void tile(int64_t n, const uint8_t* panels, int64_t rows, const uint8_t* x, size
           PAGODA_SUB_BLOCK_DOTS(PAGODA_TILE_DPBSSD, PAGODA_TMM_B1, bt[j + 1][0].b, xq + 16 * (j + 1), x_stride, cn,
                                 s.c[j + 1]);
         }
-        __m512i sc[16];
+        __m512 sc[16];
 #pragma GCC unroll 16
-        for (int j = 0; j < 16; ++j) sc[j] = scale_lanes(blk, j);
+        for (int j = 0; j < 16; ++j) sc[j] = scale_floats(blk, j);
         for (int t = 0; t < cn; ++t) {
-          __m512i isum = _mm512_setzero_si512();
+          __m512 isum = _mm512_setzero_ps();
 #pragma GCC unroll 16
-          for (int j = 0; j < 16; ++j)
-            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_load_si512(s.c[j][t].b), sc[j]));
+          for (int i = 0; i < 16; ++i) {
+            const int j = kSubBlockOrder[i];
+            isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s.c[j][t].b)), sc[j], isum);
+          }
           float* a = reinterpret_cast<float*>(s.acc[c0 + t].b);
-          _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+          _mm512_store_ps(a, _mm512_fmadd_ps(isum,
                                              _mm512_mul_ps(d, _mm512_set1_ps(dxs[b * kTok + c0 + t])),
                                              _mm512_load_ps(a)));
         }

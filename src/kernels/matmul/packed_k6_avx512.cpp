@@ -7,9 +7,12 @@
 // matching 2-bit field of the qh register shifted to bits 4-5: one vpternlogd), each
 // feeding one dpbusd against a broadcast activation dword. A sub-block's (16 values)
 // integer dot starts from -32 * its activation sum (Q8_K's bsums), so it comes out as
-// sum(q * x) with no correction pass; times the sub-block's scale (vpmulld) it is summed
-// exactly in int32, and acc += cvt(isum) * (d * dx) once per super-block. The GEMV is the
-// tile's body on one token, so the two agree bit for bit.
+// sum(q * x) with no correction pass; converted, times the sub-block's scale, it is summed
+// in FP32 by FMA in the order kSubBlockOrder lists (each product is exact, |q x| sum times
+// |scale| < 2^23, and so are the partial sums below 2^24; vpmulld, two port-0 uops per
+// sub-block and token, cost the tile ~10% more), and acc += isum * (d * dx) once per
+// super-block. The GEMV is the tile's body on one token, so the two agree bit for bit, and
+// the AMX tile sums in the same order.
 //
 // Single thread from DRAM, Qwen2.5-Coder 1.5B's output matrix (151936 x 1536): 15-23 GB/s
 // here (repeated runs on a noisy machine), 13.5-14 for the row-major dot one row at a
@@ -53,7 +56,7 @@ inline void x_sums(const uint8_t* xblk, XSums& s) {
 // Ql register group s (0: ql bytes 0-31 of the half, 1: 32-63) of half n for kT tokens:
 // both nibble halves, sub-blocks 8n + 2s + kh (low) and 8n + 2s + 4 + kh (high).
 template <int kT, int kN, int kS>
-inline void group(const uint8_t* blk, const uint8_t* xq, size_t xs, const XSums* sums, __m512i* isum) {
+inline void group(const uint8_t* blk, const uint8_t* xq, size_t xs, const XSums* sums, __m512* isum) {
   const __m512i lo4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
 #pragma GCC unroll 2
   for (int kh = 0; kh < 2; ++kh) {
@@ -77,11 +80,11 @@ inline void group(const uint8_t* blk, const uint8_t* xq, size_t xs, const XSums*
         hi[t] = _mm512_dpbusd_epi32(hi[t], uh, bcast(xq + t * xs + v + 64));
       }
     }
-    const __m512i sl = scale_lanes(blk, sub_lo), sh = scale_lanes(blk, sub_hi);
+    const __m512 sl = scale_floats(blk, sub_lo), sh = scale_floats(blk, sub_hi);
 #pragma GCC unroll 8
     for (int t = 0; t < kT; ++t) {
-      isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(lo[t], sl));
-      isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(hi[t], sh));
+      isum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[t]), sl, isum[t]);
+      isum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), sh, isum[t]);
     }
   }
 }
@@ -100,9 +103,9 @@ void micro(int64_t nb, const uint8_t* panel0, const uint8_t* x, size_t xs, const
     const uint8_t* panel = panel0 + packed::block_at<L>(b);
     if (prefetch_next) prefetch_block<_MM_HINT_T1>(panel + next, L::kBlockBytes);
     const uint8_t* xq = x + b * sizeof(BlockQ8_K) + kXQs;
-    __m512i isum[kT];
+    __m512 isum[kT];
 #pragma GCC unroll 8
-    for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_si512();
+    for (int t = 0; t < kT; ++t) isum[t] = _mm512_setzero_ps();
     group<kT, 0, 0>(panel, xq, xs, sums, isum);
     group<kT, 0, 1>(panel, xq, xs, sums, isum);
     group<kT, 1, 0>(panel, xq, xs, sums, isum);
@@ -110,7 +113,7 @@ void micro(int64_t nb, const uint8_t* panel0, const uint8_t* x, size_t xs, const
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel0 + packed::scales_at<L>(b))));
 #pragma GCC unroll 8
     for (int t = 0; t < kT; ++t)
-      accf[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, _mm512_set1_ps(sums[t].d)), accf[t]);
+      accf[t] = _mm512_fmadd_ps(isum[t], _mm512_mul_ps(d, _mm512_set1_ps(sums[t].d)), accf[t]);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < kT; ++t) _mm512_mask_storeu_ps(y + t * ys, mask, accf[t]);

@@ -19,6 +19,12 @@ inline __m512i scale_lanes(const uint8_t* blk, int j) {
   return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L::kScalesAt + 16 * j)));
 }
 
+inline __m512 scale_floats(const uint8_t* blk, int j) { return _mm512_cvtepi32_ps(scale_lanes(blk, j)); }
+
+// The order the bodies sum a super-block's sixteen scaled sub-block dots in (the VNNI
+// body's: register group by group, each group's low-nibble sub-block before its high).
+inline constexpr int kSubBlockOrder[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+
 // The qh field completing nibble half h of ql register group s, moved to bits 4-5 (the
 // other bits are masked by the caller's ternlog). qh byte bits: 0-1 (s 0, h 0), 2-3
 // (s 1, h 0), 4-5 (s 0, h 1), 6-7 (s 1, h 1).
