@@ -10,7 +10,9 @@ with --draft, a draft model (the draft_model method) instead.
 prompt, thread count and token count (greedy, EOS ignored): `llama-lookup` (its n-gram
 prompt lookup) with --spec-draft-n-max k and with 16, or with --draft
 `llama-speculative` (-md, the same two draft lengths), each reporting its decode speed
-("decoded N tokens in T seconds"). Built on demand by scripts/build_llamacpp
+("decoded N tokens in T seconds"), and with --draft also `llama-server --model-draft` (one
+slot, the same draft lengths, the decode rate of its /completion timings: speculation as a
+server user gets it). Built on demand by scripts/build_llamacpp
 (LLAMACPP_TARGETS); the best llama.cpp mode per prompt is reported beside Pagoda's.
 
 --concurrent N also measures a batch: `pagoda bench throughput` with N requests of 128
@@ -43,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -108,6 +111,48 @@ def llama_peer(bin_dir: Path, model: Path, draft: Path | None, prompt: Path, n: 
             "acceptance": float(acc.group(1)) / 100 if acc else None}
 
 
+def llama_server_peer(bin_dir: Path, model: Path, draft: Path, prompt: Path, n: int, threads: int, k: int) -> dict:
+    """llama-server --model-draft on the same request: one slot, greedy, the decode rate it reports."""
+    import socket
+    import urllib.request
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [str(bin_dir / "llama-server"), "-m", str(model), "-md", str(draft), "-t", str(threads), "-td", str(threads),
+           "-c", "4096", "-np", "1", "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0", "--host", "127.0.0.1",
+           "--port", str(port)]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.time() + 300
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.time() > deadline:
+                    log.seek(0)
+                    raise SystemExit(f"{' '.join(cmd)} did not come up:\n{log.read().decode(errors='replace')[-2000:]}")
+                time.sleep(0.5)
+            body = json.dumps({"prompt": prompt.read_text(), "n_predict": n, "temperature": 0, "ignore_eos": True,
+                               "cache_prompt": False}).encode()
+            req = urllib.request.Request(url + "/completion", data=body, headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=1800) as r:
+                j = json.loads(r.read())
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    # This llama-server's timings carry no draft counts (newer ones add draft_n and
+    # draft_n_accepted): the decode rate is what is compared.
+    t = j["timings"]
+    drafted, accepted = t.get("draft_n"), t.get("draft_n_accepted")
+    return {"decode_tok_s": float(t["predicted_per_second"]), "tokens": int(t["predicted_n"]),
+            "acceptance": accepted / drafted if drafted else None}
+
+
 def throughput(pagoda: Path, model: Path, n: int, threads: int, spec: str | None) -> dict:
     cmd = [str(pagoda), "bench", "throughput", "-m", str(model), "--num-prompts", str(n), "--max-num-seqs", str(n),
            "--input-len", "128", "--output-len", "128", "--range-ratio", "0", "-t", str(threads), "--json"]
@@ -140,7 +185,7 @@ def concurrent(pagoda: Path, model: Path, n: int, threads: int, spec: str, round
 
 def build_llamacpp() -> Path:
     import os
-    env = dict(os.environ, LLAMACPP_TARGETS="llama llama-lookup llama-speculative")
+    env = dict(os.environ, LLAMACPP_TARGETS="llama llama-lookup llama-speculative llama-server")
     return Path(cl.last_line([str(cl.REPO / "scripts" / "build_llamacpp")], "build_llamacpp", env=env))
 
 
@@ -199,6 +244,12 @@ def main() -> int:
                         peers.setdefault(f"{'llama-speculative' if a.draft else 'llama-lookup'} --spec-draft-n-max {kk}",
                                          []).append(peer["decode_tok_s"])
                         load.append(cl.other_load(0.5) or 0.0)
+                    if a.draft:
+                        for kk in sorted({a.k, 16}):
+                            peer = llama_server_peer(llama_bin, model, a.draft, prompt, a.n, a.threads, kk)
+                            peers.setdefault(f"llama-server --model-draft --spec-draft-n-max {kk}",
+                                             []).append(peer["decode_tok_s"])
+                            load.append(cl.other_load(0.5) or 0.0)
                 on.append(got[True]["decode_tok_s"])
                 off.append(got[False]["decode_tok_s"])
                 drafted += got[True]["drafted"]
