@@ -186,23 +186,30 @@ Result<ModelTiming> time_model_shape(const GgufFile& file, KvType kv_type, doubl
     }
     return median(runs);
   };
-  auto p0 = prefill(0);
-  if (!p0) return p0.status();
+  // Both timings at one depth: the prefill after prefill_at tokens, the decode after decode_at.
+  struct Timings {
+    double prefill_s, decode_s;
+  };
+  auto both = [&](int32_t prefill_at, int32_t decode_at) -> Result<Timings> {
+    auto p = prefill(prefill_at);
+    if (!p) return p.status();
+    auto d = decode(decode_at);
+    if (!d) return d.status();
+    return Timings{*p, *d};
+  };
+  auto near = both(0, kCached);
+  if (!near) return near.status();
   r.prefill_tokens = kChunk;
-  r.prefill_s = *p0;
-  auto d0 = decode(kCached);
-  if (!d0) return d0.status();
+  r.prefill_s = near->prefill_s;
   r.decode_keys = kCached + 2 + kSteps / 2;
-  r.decode_s = *d0;
+  r.decode_s = near->decode_s;
   if (deep >= 1024) {
-    auto pd = prefill(deep);
-    if (!pd) return pd.status();
+    auto far = both(deep, deep);
+    if (!far) return far.status();
     r.deep_prefill_keys = deep;
-    r.deep_prefill_s = *pd;
-    auto dd = decode(deep);
-    if (!dd) return dd.status();
+    r.deep_prefill_s = far->prefill_s;
     r.deep_keys = deep + 2 + kSteps / 2;
-    r.deep_decode_s = *dd;
+    r.deep_decode_s = far->decode_s;
   }
   return r;
 }

@@ -18,6 +18,8 @@ namespace {
 using testing_util::greedy;
 using testing_util::load_tiny;
 using testing_util::TinyModel;
+using testing_util::embeddings;
+using testing_util::prompt_of;
 
 RequestParams embed_params(Pooling p) {
   RequestParams r;
@@ -35,29 +37,6 @@ TinyModel tiny_bert(ThreadPool& pool, const std::string& name, int32_t ctx) {
   return load_tiny(pool, name, bert);
 }
 
-std::vector<int32_t> prompt_of(int32_t n, int32_t salt = 0) {
-  std::vector<int32_t> p;
-  for (int32_t i = 0; i < n; ++i) p.push_back(3 + (i * 37 + salt * 11) % 250);
-  return p;
-}
-
-// Runs every request to its end; the embedding of each embedding request, by id.
-std::map<RequestId, std::vector<float>> embeddings(Engine& e) {
-  std::map<RequestId, std::vector<float>> out;
-  for (int guard = 0; e.has_work() && guard < 10000; ++guard) {
-    auto r = e.step();
-    EXPECT_TRUE(r.is_ok()) << r.status().message();
-    if (!r.is_ok()) break;
-    for (StepOutput& o : *r)
-      if (!o.embedding.empty()) {
-        EXPECT_EQ(o.token, -1);
-        EXPECT_EQ(o.finish, FinishReason::kStop);
-        out[o.request] = std::move(o.embedding);
-      }
-  }
-  EXPECT_FALSE(e.has_work());
-  return out;
-}
 
 std::vector<float> embed_alone(const TinyModel& m, const std::vector<int32_t>& prompt, Pooling p,
                                int32_t budget = 512) {

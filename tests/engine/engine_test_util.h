@@ -155,4 +155,30 @@ inline ReuseRun run_then_reuse(Engine& e, const std::vector<int32_t>& a, const s
   return out;
 }
 
+// A prompt of n token ids in the small generated vocabularies, varied by salt.
+inline std::vector<int32_t> prompt_of(int32_t n, int32_t salt = 0) {
+  std::vector<int32_t> p;
+  for (int32_t i = 0; i < n; ++i) p.push_back(3 + (i * 37 + salt * 11) % 250);
+  return p;
+}
+
+// Runs every request to its end; the pooled vector of each embedding (or rank) request,
+// by id. Such a request ends at once with a stop and no token.
+inline std::map<RequestId, std::vector<float>> embeddings(Engine& e) {
+  std::map<RequestId, std::vector<float>> out;
+  for (int guard = 0; e.has_work() && guard < 10000; ++guard) {
+    auto r = e.step();
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    if (!r.is_ok()) break;
+    for (StepOutput& o : *r)
+      if (!o.embedding.empty()) {
+        EXPECT_EQ(o.token, -1);
+        EXPECT_EQ(o.finish, FinishReason::kStop);
+        out[o.request] = std::move(o.embedding);
+      }
+  }
+  EXPECT_FALSE(e.has_work());
+  return out;
+}
+
 }  // namespace pagoda::testing_util

@@ -17,6 +17,8 @@ namespace {
 using testing_util::greedy;
 using testing_util::load_tiny;
 using testing_util::TinyModel;
+using testing_util::embeddings;
+using testing_util::prompt_of;
 
 TinyModel tiny_reranker(ThreadPool& pool, const std::string& name, int32_t outputs = 1) {
   RandomModelSpec s;
@@ -35,31 +37,12 @@ RequestParams pair_params(Pooling p, int32_t segment_b) {
   return r;
 }
 
-std::vector<int32_t> prompt_of(int32_t n, int32_t salt = 0) {
-  std::vector<int32_t> p;
-  for (int32_t i = 0; i < n; ++i) p.push_back(3 + (i * 37 + salt * 11) % 250);
-  return p;
-}
-
-// Every request to its end; each one's result by id.
-std::map<RequestId, std::vector<float>> results(Engine& e) {
-  std::map<RequestId, std::vector<float>> out;
-  for (int guard = 0; e.has_work() && guard < 10000; ++guard) {
-    auto r = e.step();
-    EXPECT_TRUE(r.is_ok()) << r.status().message();
-    if (!r.is_ok()) break;
-    for (StepOutput& o : *r)
-      if (!o.embedding.empty()) out[o.request] = std::move(o.embedding);
-  }
-  return out;
-}
-
 std::vector<float> run_alone(const TinyModel& m, const std::vector<int32_t>& prompt, const RequestParams& p) {
   auto e = Engine::create(*m.model, m.tok.get(), EngineConfig{});
   EXPECT_TRUE(e.is_ok()) << e.status().message();
   auto id = (*e)->add_request(prompt, p);
   EXPECT_TRUE(id.is_ok()) << id.status().message();
-  return results(**e)[*id];
+  return embeddings(**e)[*id];
 }
 
 // W x + b of one row, in double.
@@ -128,7 +111,7 @@ TEST(Rerank, PairsBatchedWithEmbeddingsScoreAsEachAlone) {
     ASSERT_TRUE(id.is_ok()) << id.status().message();
     asked[*id] = {prompt, p};
   }
-  const auto got = results(**e);
+  const auto got = embeddings(**e);
   ASSERT_EQ(got.size(), asked.size());
   for (const auto& [id, what] : asked) {
     const std::vector<float> alone = run_alone(m, what.first, what.second);

@@ -11,16 +11,12 @@
 
 #include "gguf/gguf_file.h"
 #include "model/random_model.h"
+#include "plan_test_util.h"
 
 namespace pagoda {
 namespace {
 
-std::string write_model(const std::string& name, RandomModelSpec spec) {
-  const std::string path = (std::filesystem::path(::testing::TempDir()) / name).string();
-  const Status st = write_random_model(spec, path);
-  EXPECT_TRUE(st.is_ok()) << st.message();
-  return path;
-}
+using plan_test::write_model;
 
 RandomModelSpec spec(const char* arch, uint64_t seed = 42) {
   RandomModelSpec s;
