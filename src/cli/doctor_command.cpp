@@ -26,6 +26,7 @@
 #include "doctor/checks.h"
 #include "gguf/gguf_file.h"
 #include "model/model.h"
+#include "plan/model_probe.h"
 #include "plan/hardware.h"
 #include "plan/memory_plan.h"
 #include "plan/speed_model.h"
@@ -107,13 +108,18 @@ Status gather_model(const DoctorArgs& a, ThreadPool& pool, DoctorFacts& facts, M
   m.bits_per_weight = 8.0 * static_cast<double>(plan->weights_file) / std::max(1.0, m.params);
   facts.memory = std::move(m);
 
-  auto hw = hardware_for_model(a.hardware, mdl, pool, /*remeasure=*/false);
+  // With the file, the profile carries this model's own step timed on a copy of its shape
+  // (plan/model_probe.h), and the decode facts come from that whole step, as `pagoda plan`'s
+  // do: the sum of its matrices timed one call at a time varied with the moment they were
+  // timed (a false decode.compute_bound on Qwen2.5-0.5B: 14 GB/s claimed, 25 decoded).
+  auto hw = hardware_for_model(a.hardware, mdl, pool, /*remeasure=*/false, &f);
   if (!hw) return hw.status();
   mp.hw = *hw;
   if (mp.hw) {
     SpeedRequest r;
     r.kv_bytes_per_token_layer = 2.0 * static_cast<double>(kv_row_bytes(ec->kv_type, c.n_head_kv, c.head_dim));
     r.kv_type = ec->kv_type;
+    r.model_key = model_shape_key(f);
     const SpeedPlan s = plan_speed(mdl, *mp.hw, r);
     DecodeFacts d;
     d.weight_bytes_per_step = s.weight_bytes_per_step;
