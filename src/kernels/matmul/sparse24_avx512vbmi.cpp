@@ -2,15 +2,23 @@
 // only when the CPU has both (Ice Lake, Zen 4 and later); otherwise the avx2 bodies stay.
 //
 // dot_rows (decode's GEMV: matmul hands it a work item's rows, DotKernels::gemv_by_rows):
-// the activations are staged once per call (their quants contiguous, 64-byte aligned, and
-// their scales as floats), then each row is streamed on its own, two blocks per step,
-// prefetching ahead. Per block the eight 6-bit codes are cut into bytes by one
-// multishift and looked up in a 64-entry table of 8-bit keep masks by one byte permute:
-// the block's 64-bit mask of kept positions. vpcompressb under that mask picks the 32
-// activation quants that meet a kept weight, in the kept values' order, and vpdpbusd
-// multiplies them (Q8: (x + 128) x w, minus 128 x sum(w) by a second dpbusd; Q4: the
-// nibbles x x, minus 8 x sum(x)). Lanes 0-3 and 4-7 of a block's sum get their own
-// activation block's scale. dot is dot_rows of one row.
+// the activations are staged once per call (their quants contiguous and 64-byte aligned,
+// their scales as floats, and per group of four positions the correction below), then
+// each row is streamed on its own, four blocks per step, prefetching ahead. Per block:
+// - the keep mask: the 48-bit code field broadcast to every qword, each byte of qword L
+//   cut to code L by one multishift, looked up in a 64-entry table of 8-bit keep masks by
+//   one byte permute, and bit p % 8 of byte p tested: the 64-bit mask in one vptestmb (no
+//   trip through a general register: extracting masks by vmovq / kmov cost more than the
+//   rest of the block on Zen 5, and gathering eight blocks' masks at once was slower still);
+// - the weights expanded to their 64 positions as unsigned levels (vpexpandb), the dropped
+//   positions at the level that means zero (Q8: w + 128 and 128; Q4: the nibbles and 8);
+// - one vpdpbusd of the levels with the 64 activation quants into an accumulator that
+//   starts at the staged correction, -fill x the sum of each lane's four quants, so every
+//   lane holds exactly the sum of its kept products (no second dpbusd for the offset);
+// - lanes 0-7 and 8-15 scaled by their activation block's scale and the block's.
+// This replaced compressing the activations under the mask (vpcompressb) and two dpbusd:
+// 1.2-1.25x in cache on Zen 5 for both formats (docs/quantize.md). dot is dot_rows of
+// one row.
 //
 // expand_row (prefill: matmul expands a thread's rows once per call and runs the dense
 // tile): vpexpandb under the same mask puts the kept values back at their positions, the
@@ -58,90 +66,77 @@ constexpr MaskTable make_mask_table() {
 }
 constexpr MaskTable kMaskTable = make_mask_table();
 
-// Bit offsets of the 8 codes in each qword of a 48-bit field.
-struct alignas(16) CodeCuts {
-  uint8_t v[16];
+struct alignas(64) Bytes64 {
+  uint8_t v[64];
 };
-constexpr CodeCuts make_cuts() {
-  CodeCuts c{};
-  for (int j = 0; j < 16; ++j) c.v[j] = static_cast<uint8_t>(6 * (j % 8));
+// Per byte p of a block's 64, the bit offset of its code (code p / 8) in the code field.
+constexpr Bytes64 make_lane_cuts() {
+  Bytes64 c{};
+  for (int j = 0; j < 64; ++j) c.v[j] = static_cast<uint8_t>(6 * (j / 8));
   return c;
 }
-constexpr CodeCuts kCodeCuts = make_cuts();
+constexpr Bytes64 kLaneCuts = make_lane_cuts();
+// Per byte p, the bit of its table byte that says whether position p is kept.
+constexpr Bytes64 make_bits() {
+  Bytes64 c{};
+  for (int j = 0; j < 64; ++j) c.v[j] = static_cast<uint8_t>(1 << (j % 8));
+  return c;
+}
+constexpr Bytes64 kBits = make_bits();
 
-
-// The keep masks of two blocks from their code fields (8 bytes read at each: the blocks
-// continue past their 6 code bytes).
-inline void masks(const uint8_t* codes_a, const uint8_t* codes_b, __mmask64* ka, __mmask64* kb) {
-  const __m128i c = _mm_insert_epi64(_mm_cvtsi64_si128(static_cast<long long>(load64(codes_a))),
-                                     static_cast<long long>(load64(codes_b)), 1);
-  const __m128i cut = _mm_multishift_epi64_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(kCodeCuts.v)), c);
-  // vpermb reads the low 6 bits of each index: the code (the 2 bits above are the next one's).
-  const __m128i m = _mm512_castsi512_si128(
-      _mm512_permutexvar_epi8(_mm512_castsi128_si512(cut), _mm512_load_si512(kMaskTable.v)));
-  *ka = _cvtu64_mask64(static_cast<uint64_t>(_mm_cvtsi128_si64(m)));
-  *kb = _cvtu64_mask64(static_cast<uint64_t>(_mm_extract_epi64(m, 1)));
+// The keep mask of one block from its code field (8 bytes read: a block continues past its
+// 6 code bytes): byte p of qword L the code of positions 8L..8L+7, its table byte, bit p % 8.
+inline __mmask64 keep_mask(const uint8_t* codes) {
+  const __m512i c = _mm512_set1_epi64(static_cast<long long>(load64(codes)));
+  const __m512i cut = _mm512_multishift_epi64_epi8(_mm512_load_si512(kLaneCuts.v), c);
+  const __m512i m = _mm512_permutexvar_epi8(cut, _mm512_load_si512(kMaskTable.v));
+  return _mm512_test_epi8_mask(m, _mm512_load_si512(kBits.v));
 }
 
-inline __mmask64 mask(const uint8_t* codes) {
-  __mmask64 a, b;
-  masks(codes, codes, &a, &b);
-  return a;
-}
-
-// Activations staged for a call: quants of 64 positions per line, scales as floats.
+// Activations staged for a call, per 64-position block: the quants, their scales in the
+// lanes of the block's sum (0-7 activation block 2i, 8-15 block 2i + 1), and per lane the
+// correction for the level the dropped positions are expanded to (kFill x the sum of the
+// lane's four activation quants, negated).
 constexpr int64_t kMaxStaged = 32768;  // positions; longer rows take the unstaged loop
 struct Staged {
   alignas(64) int8_t q[kMaxStaged];
-  // Per sparse block, the lanes of its sum: 0-3 activation block 2i's scale, 4-7 2i + 1's.
-  alignas(32) float d[kMaxStaged / kS24Block][8];
+  alignas(64) float d[kMaxStaged / kS24Block][16];
+  alignas(64) int32_t bias[kMaxStaged / kS24Block][16];
 };
 
+template <int kFill>
 void stage(int64_t n, const uint8_t* x, Staged& s) {
   const auto* xb = reinterpret_cast<const BlockQ8_0*>(x);
   for (int64_t b = 0; b < n / kQK; ++b) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(s.q + b * kQK), load256(xb[b].qs));
-    const float d = half(&xb[b].d);
-    for (int l = 0; l < 4; ++l) s.d[b / 2][4 * (b % 2) + l] = d;
+    const __m256i q = load256(xb[b].qs);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(s.q + b * kQK), q);
+    // The sum of each group of four quants: dpbusd of ones with them.
+    const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(s.bias[b / 2] + 8 * (b % 2)),
+                       _mm256_mullo_epi32(sums, _mm256_set1_epi32(-kFill)));
+    _mm256_store_ps(s.d[b / 2] + 8 * (b % 2), _mm256_set1_ps(half(&xb[b].d)));
   }
 }
 
-// One block's products in ymm: dwords 0-3 sum the kept values of the first 32
-// positions, 4-7 of the second. g: the 32 gathered activation quants.
-inline __m256i q8_products(const uint8_t* blk, __m256i g) {
-  const __m256i w = load256(blk + 8);
-  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_xor_si256(g, _mm256_set1_epi8(-128)), w);
-  return _mm256_sub_epi32(s, _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(-128), w));
+// One block's 64 weights as unsigned bytes, the dropped positions at the level that means
+// zero (Q8: w + 128, dropped 128; Q4: the nibble levels, dropped 8), under keep mask k.
+inline __m512i q8_levels(const uint8_t* blk, __mmask64 k) {
+  const __m256i u = _mm256_xor_si256(load256(blk + 8), _mm256_set1_epi8(-128));
+  return _mm512_mask_expand_epi8(_mm512_set1_epi8(-128), k, _mm512_castsi256_si512(u));
 }
 
-inline __m256i q4_products(const uint8_t* blk, __m256i g) {
+inline __m512i q4_levels(const uint8_t* blk, __mmask64 k) {
   // Low nibbles are kept values 0-15, high nibbles 16-31: the 16 bytes in both lanes, the
   // upper lane shifted by 4.
   const __m256i q = _mm256_broadcastsi128_si256(load128(blk + 8));
-  const __m256i qv = _mm256_and_si256(_mm256_srlv_epi16(q, _mm256_set_epi64x(0x0004000400040004, 0x0004000400040004, 0, 0)),
-                                      _mm256_set1_epi8(0x0f));
-  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qv, g);
-  return _mm256_sub_epi32(s, _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), g));
-}
-
-// The 32 kept activation quants of block i (64 staged positions) under mask k.
-inline __m256i gather(const Staged& s, int64_t i, __mmask64 k) {
-  return _mm512_castsi512_si256(
-      _mm512_maskz_compress_epi8(k, _mm512_load_si512(reinterpret_cast<const __m512i*>(s.q + i * kS24Block))));
+  const __m256i l = _mm256_and_si256(_mm256_srlv_epi16(q, _mm256_set_epi64x(0x0004000400040004, 0x0004000400040004, 0, 0)),
+                                     _mm256_set1_epi8(0x0f));
+  return _mm512_mask_expand_epi8(_mm512_set1_epi8(8), k, _mm512_castsi256_si512(l));
 }
 
 // The FP16 scale at the start of a block, in every lane.
-inline __m256 block_scale(const uint8_t* blk) {
-  return _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(load16(blk))));
-}
-
-inline __m256 act_scales(const Staged& s, int64_t i) { return _mm256_load_ps(s.d[i]); }
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+inline __m512 block_scale(const uint8_t* blk) {
+  return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(load16(blk))));
 }
 
 // How far ahead a row's stream is prefetched: 2 KB gave Gemma 3 270M's Q4_0_S24 decode
@@ -149,44 +144,47 @@ inline float hsum(__m256 v) {
 // prefetcher to ramp up within one).
 constexpr int kAhead = 2048;
 
-template <size_t kBytes, __m256i (*kProducts)(const uint8_t*, __m256i)>
-inline __m256 block(const uint8_t* blk, const Staged& s, int64_t i, __mmask64 k, __m256 acc) {
-  const __m256i sum = kProducts(blk, gather(s, i, k));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(act_scales(s, i), block_scale(blk)), acc);
+template <__m512i (*kLevels)(const uint8_t*, __mmask64)>
+inline __m512 block(const uint8_t* blk, const Staged& s, int64_t i, __mmask64 k, __m512 acc) {
+  const __m512i sum = _mm512_dpbusd_epi32(_mm512_load_si512(s.bias[i]), kLevels(blk, k),
+                                          _mm512_load_si512(s.q + i * kS24Block));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_load_ps(s.d[i]), block_scale(blk)), acc);
 }
 
-template <size_t kBytes, __m256i (*kProducts)(const uint8_t*, __m256i)>
+template <size_t kBytes, __m512i (*kLevels)(const uint8_t*, __mmask64)>
 float row_dot(int64_t n, const uint8_t* w, const Staged& s) {
   const int64_t nb = n / kS24Block;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  // Four chains: the masks of four blocks are independent work the core overlaps.
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps(),
+         acc3 = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
+  for (; i + 4 <= nb; i += 4) {
     const uint8_t* a = w + static_cast<size_t>(i) * kBytes;
     _mm_prefetch(reinterpret_cast<const char*>(a) + kAhead, _MM_HINT_T0);
-    if (2 * kBytes > 64) _mm_prefetch(reinterpret_cast<const char*>(a) + kAhead + 64, _MM_HINT_T0);
-    __mmask64 ka, kb;
-    masks(a + 2, a + kBytes + 2, &ka, &kb);
-    acc0 = block<kBytes, kProducts>(a, s, i, ka, acc0);
-    acc1 = block<kBytes, kProducts>(a + kBytes, s, i + 1, kb, acc1);
+    if (4 * kBytes > 64) _mm_prefetch(reinterpret_cast<const char*>(a) + kAhead + 64, _MM_HINT_T0);
+    if (4 * kBytes > 128) _mm_prefetch(reinterpret_cast<const char*>(a) + kAhead + 128, _MM_HINT_T0);
+    const __mmask64 k0 = keep_mask(a + 2), k1 = keep_mask(a + kBytes + 2), k2 = keep_mask(a + 2 * kBytes + 2),
+                    k3 = keep_mask(a + 3 * kBytes + 2);
+    acc0 = block<kLevels>(a, s, i, k0, acc0);
+    acc1 = block<kLevels>(a + kBytes, s, i + 1, k1, acc1);
+    acc2 = block<kLevels>(a + 2 * kBytes, s, i + 2, k2, acc2);
+    acc3 = block<kLevels>(a + 3 * kBytes, s, i + 3, k3, acc3);
+  }
+  acc0 = _mm512_add_ps(acc0, acc2);
+  acc1 = _mm512_add_ps(acc1, acc3);
+  for (; i + 2 <= nb; i += 2) {
+    const uint8_t* a = w + static_cast<size_t>(i) * kBytes;
+    acc0 = block<kLevels>(a, s, i, keep_mask(a + 2), acc0);
+    acc1 = block<kLevels>(a + kBytes, s, i + 1, keep_mask(a + kBytes + 2), acc1);
   }
   if (i < nb) {
     const uint8_t* a = w + static_cast<size_t>(i) * kBytes;
-    acc0 = block<kBytes, kProducts>(a, s, i, mask(a + 2), acc0);
+    acc0 = block<kLevels>(a, s, i, keep_mask(a + 2), acc0);
   }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
-template <typename Block, __m256i (*kProducts)(const uint8_t*, __m256i)>
-void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const void* x, float* y);
-
-template <typename Block, __m256i (*kProducts)(const uint8_t*, __m256i)>
-float dot(int64_t n, const void* w, const void* x) {
-  float y;
-  dot_rows<Block, kProducts>(n, static_cast<const uint8_t*>(w), 0, 1, x, &y);
-  return y;
-}
-
-template <typename Block, __m256i (*kProducts)(const uint8_t*, __m256i)>
+template <typename Block, int kFill, __m512i (*kLevels)(const uint8_t*, __mmask64)>
 void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const void* x, float* y) {
   static thread_local Staged s;
   if (n > kMaxStaged) {
@@ -194,8 +192,15 @@ void dot_rows(int64_t n, const uint8_t* w, size_t w_stride, int64_t rows, const 
     for (int64_t r = 0; r < rows; ++r) y[r] = quant_dot<Block>(n, w + r * w_stride, x);
     return;
   }
-  stage(n, static_cast<const uint8_t*>(x), s);
-  for (int64_t r = 0; r < rows; ++r) y[r] = row_dot<sizeof(Block), kProducts>(n, w + r * w_stride, s);
+  stage<kFill>(n, static_cast<const uint8_t*>(x), s);
+  for (int64_t r = 0; r < rows; ++r) y[r] = row_dot<sizeof(Block), kLevels>(n, w + r * w_stride, s);
+}
+
+template <typename Block, int kFill, __m512i (*kLevels)(const uint8_t*, __mmask64)>
+float dot(int64_t n, const void* w, const void* x) {
+  float y;
+  dot_rows<Block, kFill, kLevels>(n, static_cast<const uint8_t*>(w), 0, 1, x, &y);
+  return y;
 }
 
 // ---------------------------------------------------------------- expand_row
@@ -204,7 +209,7 @@ void expand_q8(const void* src, void* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ8_0S24*>(src);
   auto* o = static_cast<BlockQ8_0*>(dst);
   for (int64_t i = 0; i < n / kS24Block; ++i) {
-    const __m512i v = _mm512_maskz_expand_epi8(mask(b[i].codes), _mm512_castsi256_si512(load256(b[i].qs)));
+    const __m512i v = _mm512_maskz_expand_epi8(keep_mask(b[i].codes), _mm512_castsi256_si512(load256(b[i].qs)));
     o[2 * i].d = o[2 * i + 1].d = b[i].d;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[2 * i].qs), _mm512_castsi512_si256(v));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o[2 * i + 1].qs), _mm512_extracti64x4_epi64(v, 1));
@@ -219,7 +224,7 @@ void expand_q4(const void* src, void* dst, int64_t n) {
     const __m128i q = load128(b[i].qs);
     const __m256i levels = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
     // Dropped positions at level 8, zero.
-    const __m512i v = _mm512_mask_expand_epi8(_mm512_set1_epi8(8), mask(b[i].codes), _mm512_castsi256_si512(levels));
+    const __m512i v = _mm512_mask_expand_epi8(_mm512_set1_epi8(8), keep_mask(b[i].codes), _mm512_castsi256_si512(levels));
     for (int h = 0; h < 2; ++h) {
       const __m256i l = h == 0 ? _mm512_castsi512_si256(v) : _mm512_extracti64x4_epi64(v, 1);
       // Q4_0: value j in the low nibble of qs[j], value j + 16 in the high nibble.
@@ -236,15 +241,15 @@ void register_sparse24_avx512(DType t, DotKernels& k) {
   if (t != DType::Q8_0_S24 && t != DType::Q4_0_S24) return;
   k.tile = s24_expanded_tile(t, SimdTarget::kAvx512);
   k.quantize_x = dot_kernels(DType::Q8_0, SimdTarget::kAvx512).quantize_x;
-  if (!cpu_features().avx512vbmi || !cpu_features().avx512vbmi2) return;
+  if (!cpu_features().avx512vbmi || !cpu_features().avx512vbmi2 || !cpu_features().avx512vnni) return;
   k.gemv_by_rows = true;
   if (t == DType::Q8_0_S24) {
-    k.dot = dot<BlockQ8_0S24, q8_products>;
-    k.dot_rows = dot_rows<BlockQ8_0S24, q8_products>;
+    k.dot = dot<BlockQ8_0S24, 128, q8_levels>;
+    k.dot_rows = dot_rows<BlockQ8_0S24, 128, q8_levels>;
     k.expand_row = expand_q8;
   } else {
-    k.dot = dot<BlockQ4_0S24, q4_products>;
-    k.dot_rows = dot_rows<BlockQ4_0S24, q4_products>;
+    k.dot = dot<BlockQ4_0S24, 8, q4_levels>;
+    k.dot_rows = dot_rows<BlockQ4_0S24, 8, q4_levels>;
     k.expand_row = expand_q4;
   }
 }
