@@ -259,6 +259,48 @@ TEST(PackedLayout, PanelsTakeTheBytesOfTheirRows) {
 // exact either way and the float steps run in the GEMV's order), for every token count
 // through two stagings of 64 (full groups of 16, a remainder, both chunks of 32),
 // partial panels, one block and many, and activation rows with a gap between them.
+// The Q8_0 / Q4_0 panels byte for byte as packed_layout.h defines them (the AVX-512
+// packer's transposes checked against the definition, not against the scalar packer):
+// block b of panel p at b x (64 x regs + 32); register j, lane r = bytes 4j..4j+3 of row
+// 16p + r's block b, XORed with 0x80 for Q8_0; then the 16 rows' FP16 scales; rows past
+// the matrix all zero. Odd block counts leave a partial run of blocks; only panels
+// [p0, p1) are written.
+TEST(PackedLayout, LegacyPanelsHoldEachRowsQuantDwordsInItsLaneAndItsScaleAfterThem) {
+  std::mt19937 rng(11);
+  struct Case {
+    DType t;
+    int regs;
+    uint8_t flip;
+    size_t block, d_at;  // a file block's bytes and its scale's offset; quants at 2
+  };
+  for (const Case c : {Case{DType::Q8_0, 8, 0x80, sizeof(BlockQ8_0), 0}, Case{DType::Q4_0, 4, 0, sizeof(BlockQ4_0), 0}}) {
+    for (const int64_t nb : {1, 3, 5, 8}) {
+      const int64_t rows = 37, cols = nb * kQK, p0 = 1, p1 = 3;
+      const size_t stride = row_bytes(c.t, cols);
+      std::vector<uint8_t> w(stride * rows);
+      for (int64_t r = 0; r < rows; ++r) quantize_row(c.t, random_row(rng, cols).data(), w.data() + r * stride, cols);
+      const size_t block_bytes = 64 * static_cast<size_t>(c.regs) + 32, panel = block_bytes * static_cast<size_t>(nb);
+      ASSERT_EQ(packed_panel_bytes(c.t, cols), panel);
+      std::vector<uint8_t> out(packed_bytes(c.t, rows, cols), 0xab);
+      pack_panels(c.t, w.data(), stride, rows, cols, p0, p1, out.data());
+      for (size_t i = 0; i < panel; ++i) ASSERT_EQ(out[i], 0xab) << "panel 0 is outside [p0, p1) and was written";
+      for (int64_t p = p0; p < p1; ++p)
+        for (int64_t b = 0; b < nb; ++b)
+          for (int r = 0; r < 16; ++r) {
+            const int64_t row = 16 * p + r;
+            const uint8_t* src = w.data() + row * stride + b * c.block;
+            const uint8_t* dst = out.data() + p * panel + b * block_bytes;
+            for (int j = 0; j < c.regs; ++j)
+              for (int k = 0; k < 4; ++k)
+                ASSERT_EQ(dst[64 * j + 4 * r + k], row < rows ? static_cast<uint8_t>(src[2 + 4 * j + k] ^ c.flip) : 0)
+                    << dtype_name(c.t) << " nb " << nb << " panel " << p << " block " << b << " reg " << j << " row " << r;
+            for (int k = 0; k < 2; ++k)
+              ASSERT_EQ(dst[64 * c.regs + 2 * r + k], row < rows ? src[c.d_at + k] : 0) << "scale of row " << row;
+          }
+    }
+  }
+}
+
 class PackedAmxTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {

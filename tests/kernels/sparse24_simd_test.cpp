@@ -14,6 +14,7 @@
 #include "base/thread_pool.h"
 #include "kernels/matmul/dot_kernels.h"
 #include "kernels/matmul/matmul.h"
+#include "kernels/matmul/packed_weights.h"
 #include "quant/blocks.h"
 #include "quant/formats.h"
 #include "quant/sparse24.h"
@@ -144,6 +145,31 @@ TEST_P(Sparse24SimdTest, ExpandedRowsAreTheScalarExpansionsBytes) {
   if (t == DType::Q8_0_S24) expand_row_q8_0_s24(w.data(), b.data(), n);
   else expand_row_q4_0_s24(w.data(), b.data(), n);
   ASSERT_EQ(a, b);
+}
+
+// Prefill's fused expansion into the dense format's panels writes what packing the
+// scalar expansions writes: odd sparse block counts (Q4_0's two-block runs), a partial
+// last panel, raw codes including damaged ones.
+TEST_P(Sparse24SimdTest, ExpandedPanelsArePanelsOfTheScalarExpansions) {
+  const auto [t, target] = GetParam();
+  const DotKernels simd = dot_kernels(t, target);
+  if (simd.expand_panels == nullptr) GTEST_SKIP() << simd_target_name(target) << " expands rows, not panels";
+  std::mt19937 rng(17);
+  for (const int64_t blocks : {1, 2, 3, 14}) {
+    const int64_t rows = 37, n = 64 * blocks;
+    const auto w = raw_weights(t, rows, n, rng);
+    const size_t sb = row_bytes(t, n), db = row_bytes(simd.expanded, n);
+    std::vector<uint8_t> dense(db * rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (t == DType::Q8_0_S24) expand_row_q8_0_s24(w.data() + r * sb, dense.data() + r * db, n);
+      else expand_row_q4_0_s24(w.data() + r * sb, dense.data() + r * db, n);
+    }
+    const size_t bytes = packed_bytes(simd.expanded, rows, n);
+    std::vector<uint8_t> want(bytes, 0x5a), got(bytes, 0xa5);
+    pack_panels(simd.expanded, dense.data(), db, rows, n, 0, (rows + kPanelRows - 1) / kPanelRows, want.data());
+    simd.expand_panels(w.data(), sb, rows, n, got.data());
+    ASSERT_EQ(got, want) << dtype_name(t) << " " << blocks << " blocks";
+  }
 }
 
 // matmul expands each thread's rows once and runs the dense tile; decode runs the dot.

@@ -37,6 +37,10 @@ struct DotKernels {
   // expands a thread's rows once per call, where `tile` above must expand per call.
   void (*expand_row)(const void* src, void* dst, int64_t n) = nullptr;
   DType expanded = DType::F32;
+  // The same for `rows` rows straight into the panels of `expanded` (packed_weights.h:
+  // the bytes pack_panels writes for the expanded rows), where that format is packed on
+  // this target: no dense rows in between (null: expand_row, then pack_panels).
+  void (*expand_panels)(const uint8_t* w, size_t w_stride, int64_t rows, int64_t n, uint8_t* panels) = nullptr;
 };
 
 // Kernels for weights of type t on `target` (which must be runnable here), every member

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/matmul/packed_layout.h"
+#include "kernels/matmul/packed_pack.h"
 #include "base/cpu_features.h"
 #include "kernels/simd/simd_target.h"
 #include "quant/blocks.h"
@@ -195,6 +196,7 @@ size_t packed_bytes(DType t, int64_t rows, int64_t cols) {
 
 void pack_panels(DType t, const uint8_t* w, size_t w_stride, int64_t rows, int64_t cols, int64_t p0, int64_t p1,
                  uint8_t* out) {
+  if (packed_kernels_avx512(t) != nullptr && simd::pack_legacy_avx512(t, w, w_stride, rows, cols, p0, p1, out)) return;
   if (t == DType::Q4_0) pack_typed<BlockQ4_0>(w, w_stride, rows, cols, p0, p1, out);
   if (t == DType::Q5_0) pack_typed<BlockQ5_0>(w, w_stride, rows, cols, p0, p1, out);
   if (t == DType::Q8_0) pack_typed<BlockQ8_0>(w, w_stride, rows, cols, p0, p1, out);
