@@ -20,6 +20,7 @@
 #include "kernels/matmul/activation_body.h"
 #include "kernels/matmul/kquant_common.h"
 #include "kernels/matmul/simd_registry.h"
+#include "kernels/simd/transpose_avx512.h"
 
 namespace pagoda::simd {
 namespace {
@@ -309,33 +310,6 @@ float dot_q2_K(int64_t n, const void* vw, const void* vx) {
 
 // --- tile -----------------------------------------------------------------------------
 
-// Rows r[0..15] (16 int32 each) become columns: r[i] lane j = old r[j] lane i.
-inline void transpose16x16(__m512i* r) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4a + c]: 128-bit lane L holds rows 4a..4a+3 of column 4L + c.
-  __m512i u[16];
-  for (int a = 0; a < 4; ++a) {
-    u[4 * a + 0] = _mm512_unpacklo_epi64(t[4 * a], t[4 * a + 2]);
-    u[4 * a + 1] = _mm512_unpackhi_epi64(t[4 * a], t[4 * a + 2]);
-    u[4 * a + 2] = _mm512_unpacklo_epi64(t[4 * a + 1], t[4 * a + 3]);
-    u[4 * a + 3] = _mm512_unpackhi_epi64(t[4 * a + 1], t[4 * a + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);  // lanes 0, 2 of each
-    const __m512i w0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);  // lanes 1, 3
-    const __m512i v1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);
-    r[c] = _mm512_shuffle_i32x4(v0, v1, 0x88);
-    r[8 + c] = _mm512_shuffle_i32x4(v0, v1, 0xdd);
-    r[4 + c] = _mm512_shuffle_i32x4(w0, w1, 0x88);
-    r[12 + c] = _mm512_shuffle_i32x4(w0, w1, 0xdd);
-  }
-}
-
 struct Avx512 {
   static constexpr int kLanes = 16;
   static constexpr int kMaxVecs = 4;
@@ -348,7 +322,7 @@ struct Avx512 {
       for (int j = 0; j < 16; ++j)
         r[j] = j < count ? load512(reinterpret_cast<const BlockQ8_K*>(x + j * x_stride)[b].qs + 64 * c)
                          : _mm512_setzero_si512();
-      transpose16x16(r);
+      transpose16_dwords(r);
       for (int i = 0; i < 16; ++i) _mm512_store_si512(dst + (16 * c + i) * 64, _mm512_xor_si512(r[i], bias));
     }
   }

@@ -240,45 +240,43 @@ void expand_q4(const void* src, void* dst, int64_t n) {
   }
 }
 
-// expand_panels: per panel and per sparse block (Q8: 16 dwords of a row, two dense
-// blocks; Q4: two sparse blocks, four dense blocks), the 16 rows expanded into registers
-// as the panel stores them (Q8: q ^ 0x80; Q4: the file's nibble bytes), one 16 x 16
-// transpose, the registers stored where the dense blocks sit, the scales copied.
-template <typename Dense>
-inline void store_scales(uint8_t* dst, const uint8_t* w, size_t w_stride, int live, int64_t sparse_block,
-                         size_t sparse_bytes) {
-  for (int r = 0; r < 16; ++r) {
-    uint16_t d = 0;
-    if (r < live) std::memcpy(&d, w + static_cast<size_t>(r) * w_stride + static_cast<size_t>(sparse_block) * sparse_bytes, 2);
-    std::memcpy(dst + packed::Layout<Dense>::kScaleAt + 2 * r, &d, 2);
-  }
-}
-
-void expand_panels_q8(const uint8_t* w, size_t w_stride, int64_t rows, int64_t n, uint8_t* out) {
-  using L = packed::Layout<BlockQ8_0>;
+// expand_panels: per panel and per run of sparse blocks that fills 16 dwords of a row
+// (Q8: one sparse block, two dense blocks; Q4: two sparse blocks, four dense blocks), the
+// 16 rows expanded into registers as the panel stores them (row_dwords: Q8 q ^ 0x80, Q4
+// the dense nibble bytes), one 16 x 16 transpose, the registers stored where the dense
+// blocks sit, each row's scale copied to both dense blocks of its sparse block.
+template <typename Dense, typename Sparse, int kRun, __m512i (*kRowDwords)(const Sparse* b, int count)>
+void expand_panels(const uint8_t* w, size_t w_stride, int64_t rows, int64_t n, uint8_t* out) {
+  using L = packed::Layout<Dense>;
   const int64_t nb = n / kS24Block;
   const size_t panel_bytes = packed::panel_bytes<L>(2 * nb);
   for (int64_t p = 0; p * kPanelRows < rows; ++p) {
     const uint8_t* pw = w + static_cast<size_t>(p * kPanelRows) * w_stride;
     const int live = static_cast<int>(std::min<int64_t>(kPanelRows, rows - p * kPanelRows));
     uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
-    for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t i = 0; i < nb; i += kRun) {
+      const int count = static_cast<int>(std::min<int64_t>(kRun, nb - i));
       __m512i v[16];
-      for (int r = 0; r < 16; ++r) {
-        v[r] = _mm512_setzero_si512();
-        if (r >= live) continue;  // rows past the matrix stay zero, as pack_panels leaves them
-        const auto* b = reinterpret_cast<const BlockQ8_0S24*>(pw + static_cast<size_t>(r) * w_stride) + i;
-        v[r] = _mm512_xor_si512(_mm512_maskz_expand_epi8(keep_mask(b->codes), _mm512_castsi256_si512(load256(b->qs))),
-                                _mm512_set1_epi8(static_cast<char>(L::kFlip)));
-      }
+      for (int r = 0; r < 16; ++r)  // rows past the matrix stay zero, as pack_panels leaves them
+        v[r] = r < live ? kRowDwords(reinterpret_cast<const Sparse*>(pw + static_cast<size_t>(r) * w_stride) + i, count)
+                        : _mm512_setzero_si512();
       transpose16_dwords(v);
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < 2 * count; ++h) {
         uint8_t* dst = panel + packed::block_at<L>(2 * i + h);
         for (int j = 0; j < L::kRegs; ++j) _mm512_storeu_si512(dst + 64 * j, v[L::kRegs * h + j]);
-        store_scales<BlockQ8_0>(dst, pw, w_stride, live, i, sizeof(BlockQ8_0S24));
+        for (int r = 0; r < 16; ++r) {
+          uint16_t d = 0;
+          if (r < live) d = reinterpret_cast<const Sparse*>(pw + static_cast<size_t>(r) * w_stride)[i + h / 2].d;
+          std::memcpy(dst + L::kScaleAt + 2 * r, &d, 2);
+        }
       }
     }
   }
+}
+
+inline __m512i q8_row_dwords(const BlockQ8_0S24* b, int) {
+  return _mm512_xor_si512(_mm512_maskz_expand_epi8(keep_mask(b->codes), _mm512_castsi256_si512(load256(b->qs))),
+                          _mm512_set1_epi8(static_cast<char>(packed::Layout<BlockQ8_0>::kFlip)));
 }
 
 // A Q4_0_S24 block's 64 positions as two Q4_0 blocks' 32 nibble bytes (value j in the low
@@ -294,32 +292,9 @@ inline __m256i q4_dense_bytes(const BlockQ4_0S24& b) {
   return _mm512_castsi512_si256(_mm512_shuffle_i32x4(both, both, 0x08));
 }
 
-void expand_panels_q4(const uint8_t* w, size_t w_stride, int64_t rows, int64_t n, uint8_t* out) {
-  using L = packed::Layout<BlockQ4_0>;
-  const int64_t nb = n / kS24Block;
-  const size_t panel_bytes = packed::panel_bytes<L>(2 * nb);
-  for (int64_t p = 0; p * kPanelRows < rows; ++p) {
-    const uint8_t* pw = w + static_cast<size_t>(p * kPanelRows) * w_stride;
-    const int live = static_cast<int>(std::min<int64_t>(kPanelRows, rows - p * kPanelRows));
-    uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
-    for (int64_t i = 0; i < nb; i += 2) {
-      const int pair = nb - i >= 2 ? 2 : 1;
-      __m512i v[16];
-      for (int r = 0; r < 16; ++r) {
-        v[r] = _mm512_setzero_si512();
-        if (r >= live) continue;
-        const auto* b = reinterpret_cast<const BlockQ4_0S24*>(pw + static_cast<size_t>(r) * w_stride) + i;
-        v[r] = _mm512_castsi256_si512(q4_dense_bytes(b[0]));
-        if (pair == 2) v[r] = _mm512_inserti64x4(v[r], q4_dense_bytes(b[1]), 1);
-      }
-      transpose16_dwords(v);
-      for (int h = 0; h < 2 * pair; ++h) {
-        uint8_t* dst = panel + packed::block_at<L>(2 * i + h);
-        for (int j = 0; j < L::kRegs; ++j) _mm512_storeu_si512(dst + 64 * j, v[L::kRegs * h + j]);
-        store_scales<BlockQ4_0>(dst, pw, w_stride, live, i + h / 2, sizeof(BlockQ4_0S24));
-      }
-    }
-  }
+inline __m512i q4_row_dwords(const BlockQ4_0S24* b, int count) {
+  const __m512i first = _mm512_castsi256_si512(q4_dense_bytes(b[0]));
+  return count == 2 ? _mm512_inserti64x4(first, q4_dense_bytes(b[1]), 1) : first;
 }
 
 }  // namespace
@@ -334,12 +309,12 @@ void register_sparse24_avx512(DType t, DotKernels& k) {
     k.dot = dot<BlockQ8_0S24, 128, q8_levels>;
     k.dot_rows = dot_rows<BlockQ8_0S24, 128, q8_levels>;
     k.expand_row = expand_q8;
-    k.expand_panels = expand_panels_q8;
+    k.expand_panels = expand_panels<BlockQ8_0, BlockQ8_0S24, 1, q8_row_dwords>;
   } else {
     k.dot = dot<BlockQ4_0S24, 8, q4_levels>;
     k.dot_rows = dot_rows<BlockQ4_0S24, 8, q4_levels>;
     k.expand_row = expand_q4;
-    k.expand_panels = expand_panels_q4;
+    k.expand_panels = expand_panels<BlockQ4_0, BlockQ4_0S24, 2, q4_row_dwords>;
   }
 }
 
