@@ -39,7 +39,8 @@ struct DotKernels {
   DType expanded = DType::F32;
   // The same for `rows` rows straight into the panels of `expanded` (packed_weights.h:
   // the bytes pack_panels writes for the expanded rows), where that format is packed on
-  // this target: no dense rows in between (null: expand_row, then pack_panels).
+  // this target: no dense rows in between (null: matmul expands rows with expand_row and runs
+  // the row-major tile of `expanded`).
   void (*expand_panels)(const uint8_t* w, size_t w_stride, int64_t rows, int64_t n, uint8_t* panels) = nullptr;
 };
 

@@ -141,25 +141,18 @@ const uint8_t* convert_activations(const DotKernels& k, DType t, int64_t cols, c
 }
 
 // Rows [r0, r1) of a format that tiles as another (2:4 sparse as its dense counterpart),
-// expanded once for all token tiles: into the counterpart's panels and run on its packed
-// tile (what its own dense matrices run on) where it has one, else on its row-major tile.
+// expanded once for all token tiles: straight into the counterpart's panels, run on its
+// packed tile (what its own dense matrices run on), where the format can expand into
+// panels; else into rows for the counterpart's row-major tile.
 void tile_expanded(const DotKernels& k, const WeightView& w, int64_t r0, int64_t r1, const uint8_t* xb, size_t xrow,
                    int64_t n_tokens, float* y) {
   const int64_t rows = r1 - r0;
-  const PackedKernels* pk = packed_kernels(k.expanded);
+  const PackedKernels* pk = k.expand_panels != nullptr ? packed_kernels(k.expanded) : nullptr;
   const size_t stride = row_bytes(k.expanded, w.cols);
   uint8_t* e = expanded_scratch(pk != nullptr ? packed_bytes(k.expanded, rows, w.cols) : stride * static_cast<size_t>(rows));
-  if (pk != nullptr) {
-    if (k.expand_panels != nullptr) {
-      k.expand_panels(w.row(r0), w.row_stride, rows, w.cols, e);
-    } else {
-      std::vector<uint8_t> dense(stride * static_cast<size_t>(rows));
-      for (int64_t r = 0; r < rows; ++r) k.expand_row(w.row(r0 + r), dense.data() + static_cast<size_t>(r) * stride, w.cols);
-      pack_panels(k.expanded, dense.data(), stride, rows, w.cols, 0, (rows + kPanelRows - 1) / kPanelRows, e);
-    }
-  } else {
+  if (pk != nullptr) k.expand_panels(w.row(r0), w.row_stride, rows, w.cols, e);
+  else
     for (int64_t r = 0; r < rows; ++r) k.expand_row(w.row(r0 + r), e + static_cast<size_t>(r) * stride, w.cols);
-  }
   const DotKernels& ek = dot_kernels(k.expanded);
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
     const int64_t tokens = std::min(kTokenTile, n_tokens - t0);

@@ -221,22 +221,24 @@ void expand_q8(const void* src, void* dst, int64_t n) {
   }
 }
 
+// A Q4_0_S24 block's 64 positions as two Q4_0 blocks' 32 nibble bytes (value j in the low
+// nibble of byte j, value j + 16 in its high nibble), dropped positions at level 8 (zero).
+inline __m256i q4_dense_bytes(const BlockQ4_0S24& b) {
+  const __m512i l = q4_levels(reinterpret_cast<const uint8_t*>(&b), keep_mask(b.codes));
+  // 128-bit lanes of l: values 0-15, 16-31, 32-47, 48-63; lanes 0 and 2 | lanes 1 and 3 << 4.
+  const __m512i hi = _mm512_slli_epi16(_mm512_shuffle_i32x4(l, l, 0xf5), 4);
+  const __m512i both = _mm512_or_si512(l, hi);
+  return _mm512_castsi512_si256(_mm512_shuffle_i32x4(both, both, 0x08));
+}
+
 void expand_q4(const void* src, void* dst, int64_t n) {
   const auto* b = static_cast<const BlockQ4_0S24*>(src);
   auto* o = static_cast<BlockQ4_0*>(dst);
-  const __m128i m = _mm_set1_epi8(0x0f);
   for (int64_t i = 0; i < n / kS24Block; ++i) {
-    const __m128i q = load128(b[i].qs);
-    const __m256i levels = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
-    // Dropped positions at level 8, zero.
-    const __m512i v = _mm512_mask_expand_epi8(_mm512_set1_epi8(8), keep_mask(b[i].codes), _mm512_castsi256_si512(levels));
-    for (int h = 0; h < 2; ++h) {
-      const __m256i l = h == 0 ? _mm512_castsi512_si256(v) : _mm512_extracti64x4_epi64(v, 1);
-      // Q4_0: value j in the low nibble of qs[j], value j + 16 in the high nibble.
-      const __m128i packed = _mm_or_si128(_mm256_castsi256_si128(l), _mm_slli_epi16(_mm256_extracti128_si256(l, 1), 4));
-      o[2 * i + h].d = b[i].d;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o[2 * i + h].qs), packed);
-    }
+    const __m256i bytes = q4_dense_bytes(b[i]);
+    o[2 * i].d = o[2 * i + 1].d = b[i].d;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o[2 * i].qs), _mm256_castsi256_si128(bytes));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o[2 * i + 1].qs), _mm256_extracti128_si256(bytes, 1));
   }
 }
 
@@ -277,19 +279,6 @@ void expand_panels(const uint8_t* w, size_t w_stride, int64_t rows, int64_t n, u
 inline __m512i q8_row_dwords(const BlockQ8_0S24* b, int) {
   return _mm512_xor_si512(_mm512_maskz_expand_epi8(keep_mask(b->codes), _mm512_castsi256_si512(load256(b->qs))),
                           _mm512_set1_epi8(static_cast<char>(packed::Layout<BlockQ8_0>::kFlip)));
-}
-
-// A Q4_0_S24 block's 64 positions as two Q4_0 blocks' 32 nibble bytes (value j in the low
-// nibble of byte j, value j + 16 in its high nibble), dropped positions at level 8.
-inline __m256i q4_dense_bytes(const BlockQ4_0S24& b) {
-  const __m128i q = load128(b.qs);
-  const __m128i m = _mm_set1_epi8(0x0f);
-  const __m256i levels = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
-  const __m512i l = _mm512_mask_expand_epi8(_mm512_set1_epi8(8), keep_mask(b.codes), _mm512_castsi256_si512(levels));
-  // 128-bit lanes of l: values 0-15, 16-31, 32-47, 48-63; lanes 0 and 2 | lanes 1 and 3 << 4.
-  const __m512i hi = _mm512_slli_epi16(_mm512_shuffle_i32x4(l, l, 0xf5), 4);
-  const __m512i both = _mm512_or_si512(l, hi);
-  return _mm512_castsi512_si256(_mm512_shuffle_i32x4(both, both, 0x08));
 }
 
 inline __m512i q4_row_dwords(const BlockQ4_0S24* b, int count) {
