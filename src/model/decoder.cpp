@@ -66,9 +66,13 @@ void Model::ensure_scratch(int64_t n) {
   moe_weights_.resize(routed);
   moe_rows_.resize(routed);
   if (split_.tensor_parallel()) {
-    const int64_t widest = std::max<int64_t>(config_.q_dim(), config_.n_ff);
+    // Per token: the widest input a row-split matrix gathers (an MoE layer's down
+    // projections take each token's k experts' rows at once), and its k outputs.
+    const int64_t k = std::max<int64_t>(1, config_.n_expert_used);
+    const int64_t widest = std::max<int64_t>({config_.q_dim(), config_.n_ff, config_.n_ff_shexp,
+                                              k * config_.n_ff_exp});
     tp_in_.resize(static_cast<size_t>(n * widest));
-    tp_out_.resize(static_cast<size_t>(n * config_.n_embd));
+    tp_out_.resize(static_cast<size_t>(n * k * config_.n_embd));
   }
   scratch_tokens_ = n;
 }
@@ -250,7 +254,7 @@ Status Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seq
   }
   for (int64_t l = layers.begin; l < layers.end; ++l) {
     PAGODA_TRY(attention_block(static_cast<int32_t>(l), n, kv));
-    if (c.is_moe()) moe_block(static_cast<int32_t>(l), n);
+    if (c.is_moe()) PAGODA_TRY(moe_block(static_cast<int32_t>(l), n));
     else PAGODA_TRY(ffn_block(static_cast<int32_t>(l), n));
   }
   if (!split_.last_stage()) {

@@ -136,7 +136,7 @@ class Model {
   Status collect_split_logits(const float* slice, int64_t rows, float* logits);
   Status row_split_matmul(const WeightView& w, const float* x, std::span<const Range> parts, int64_t n,
                           ThreadPool& pool);
-  void moe_block(int32_t layer, int64_t n);  // moe_block.cpp
+  Status moe_block(int32_t layer, int64_t n);  // moe_block.cpp
   void residual_add(const float* bias, const float* post_norm, const float* res_norm, const float* res_norm_b,
                     const float* next_norm, const float* next_norm_b, int64_t n);
   Status output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);

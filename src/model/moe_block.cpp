@@ -4,6 +4,12 @@
 // block, and every selected expert's gate/up and then down run in one parallel region
 // (matmul_jobs), so each expert's matrices are read once per step for all its tokens and
 // a decode reads only its k experts.
+//
+// Under tensor parallelism (model/parallel.h) every expert is split as the dense FFN is:
+// this rank holds rows ffn_exp of each expert's gate and up, and rows embd of its down.
+// The router runs whole on every rank, so all route alike; the k rows per token of SwiGLU
+// output are gathered whole before the down projections, and their outputs after, so every
+// value is the one-process dot product and the sum over experts runs in the same order.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,11 +22,14 @@
 
 namespace pagoda {
 
-void Model::moe_block(int32_t l, int64_t n) {
+Status Model::moe_block(int32_t l, int64_t n) {
   const ModelConfig& c = config_;
   ThreadPool& pool = *pool_;
   const LayerWeights& L = weights_.layers[l];
-  const int64_t E = c.n_embd, F = c.n_ff_exp, X = c.n_expert;
+  const bool tp = split_.tensor_parallel();
+  const size_t me = static_cast<size_t>(split_.tp_rank);
+  // This process's rows of each expert's gate and up (all of them without a split).
+  const int64_t E = c.n_embd, F = tp ? split_.ffn_exp[me].size() : c.n_ff_exp, X = c.n_expert;
   const int32_t k = c.n_expert_used;
   const float* in = L.ffn_norm != nullptr ? xn_.data() : x_.data();
   if (observer_) observer_(l, LinearInput::kFfn, in, n, E, -1);
@@ -67,23 +76,40 @@ void Model::moe_block(int32_t l, int64_t n) {
       observer_(l, LinearInput::kFfnDown, &moe_gate_[r0 * F], count, F, static_cast<int32_t>(e));
     }
   }
+  // The down projections: split, their whole input gathered first and their rows of the
+  // output gathered after.
+  const float* down_in = moe_gate_.data();
+  float* down_out = moe_down_.data();
+  const int64_t routed = n * k, Fin = tp ? c.n_ff_exp : F, Eout = tp ? split_.embd[me].size() : E;
+  if (tp) {
+    counts_.clear();
+    for (const Range& r : split_.ffn_exp) counts_.push_back(r.size());
+    PAGODA_TRY(comm_->gather_columns(moe_gate_.data(), routed, counts_, tp_in_.data()));
+    down_in = tp_in_.data();
+    down_out = tp_out_.data();
+  }
   moe_jobs_.clear();
   for (int64_t e = 0; e < X; ++e) {
     const int64_t r0 = moe_offsets_[e], count = moe_offsets_[e + 1] - r0;
-    if (count > 0) moe_jobs_.push_back(MatmulJob{&L.down_exps[e], &moe_gate_[r0 * F], count, &moe_down_[r0 * E]});
+    if (count > 0) moe_jobs_.push_back(MatmulJob{&L.down_exps[e], &down_in[r0 * Fin], count, &down_out[r0 * Eout]});
   }
   matmul_jobs(moe_jobs_, pool);
+  if (tp) {
+    counts_.clear();
+    for (const Range& r : split_.embd) counts_.push_back(r.size());
+    PAGODA_TRY(comm_->gather_columns(tp_out_.data(), routed, counts_, moe_down_.data()));
+  }
 
   // The shared expert (Qwen2-MoE) into proj_, each token's share scaled by its gate.
   const bool shared = !L.gate_shexp.empty();
   if (shared) {
-    const int64_t S = c.n_ff_shexp;
+    const int64_t S = tp ? split_.ffn_shexp[me].size() : c.n_ff_shexp;
     const WeightView* ws[] = {&L.gate_shexp, &L.up_shexp};
     float* ys[] = {gate_.data(), up_.data()};
     matmul_shared_input(ws, in, n, ys, pool);
     for_each_token(pool, n, S, [&](int64_t t) { swiglu(&gate_[t * S], &up_[t * S], S); });
     if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, S, -1);
-    matmul(L.down_shexp, gate_.data(), n, proj_.data(), pool);
+    PAGODA_TRY(row_split_matmul(L.down_shexp, gate_.data(), split_.ffn_shexp, n, pool));
   }
   // Each token's experts summed in the order they were selected (llama.cpp's order), then
   // the shared expert's part added.
@@ -107,6 +133,7 @@ void Model::moe_block(int32_t l, int64_t n) {
   const LayerWeights* next = l + 1 < c.n_layer ? &weights_.layers[l + 1] : nullptr;
   residual_add(nullptr, L.post_ffw_norm, nullptr, nullptr, next != nullptr ? next->attn_norm : nullptr,
                next != nullptr ? next->attn_norm_b : nullptr, n);
+  return Status::ok();
 }
 
 }  // namespace pagoda

@@ -66,14 +66,11 @@ Result<ParallelSplit> plan_split(const ModelConfig& c, int32_t tp, int32_t pp, i
   if (pp > c.n_layer) return error("--pp {}: the model has only {} layers", pp, c.n_layer);
   s.layers = split_one(c.n_layer, pp, s.pp_rank);
   if (tp > 1) {
-    if (c.is_moe())
-      return error("--tp {}: {} is a mixture-of-experts model, whose experts are not split by tensor parallelism; "
-                   "split it by layers with --pp",
-                   tp, c.arch_name);
     if (c.arch->tensors.qk_norm_full)
       return error("--tp {}: {} normalizes Q and K over all heads at once, which a split by heads cannot do; use --pp",
                    tp, c.arch_name);
-    if (c.n_embd < tp || c.n_ff < tp) return error("--tp {}: the model is too narrow to split {} ways", tp, tp);
+    const int64_t ff = c.is_moe() ? c.n_ff_exp : c.n_ff;
+    if (c.n_embd < tp || ff < tp) return error("--tp {}: the model is too narrow to split {} ways", tp, tp);
   }
   for (int32_t t = 0; t < tp; ++t) {
     auto heads = heads_of(c, tp, t);
@@ -87,6 +84,8 @@ Result<ParallelSplit> plan_split(const ModelConfig& c, int32_t tp, int32_t pp, i
   s.embd = split_rows(c.n_embd, tp, 16);
   s.ffn = split_rows(c.n_ff, tp, 16);
   s.vocab = split_rows(c.n_vocab, tp, 16);
+  s.ffn_exp = split_rows(c.n_ff_exp, tp, 16);
+  s.ffn_shexp = split_rows(c.n_ff_shexp, tp, 16);
   return s;
 }
 
@@ -124,6 +123,13 @@ void split_weights(const ParallelSplit& s, const ModelConfig& c, ModelWeights& w
     if (L.b_gate != nullptr) L.b_gate += s.ffn[t].begin;
     if (L.b_up != nullptr) L.b_up += s.ffn[t].begin;
     rows(L.down, s.embd[t]);
+    // Experts: each split like the dense FFN; the router stays whole.
+    for (WeightView& v : L.gate_exps) rows(v, s.ffn_exp[t]);
+    for (WeightView& v : L.up_exps) rows(v, s.ffn_exp[t]);
+    for (WeightView& v : L.down_exps) rows(v, s.embd[t]);
+    rows(L.gate_shexp, s.ffn_shexp[t]);
+    rows(L.up_shexp, s.ffn_shexp[t]);
+    rows(L.down_shexp, s.embd[t]);
   }
   if (s.tensor_parallel() && !w.output.empty()) w.output = weight_rows(w.output, s.vocab[t].begin, s.vocab[t].size());
   if (!s.last_stage()) w.output = WeightView{};

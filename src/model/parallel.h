@@ -6,7 +6,8 @@
 // it, so each value is computed by the same dot product, in the same order, as in one
 // process: the split changes which process computes a number, never the number
 // (docs/parallel.md). The cost is four all-gathers per layer instead of Megatron's two
-// all-reduces.
+// all-reduces. A mixture-of-experts layer splits every expert the way a dense FFN is
+// split; its router runs whole on every rank, so every rank routes every token alike.
 //
 // ParallelSplit is plain data, the same on every rank (a pure function of the config and
 // the sizes). ModelComm is what the forward pass needs from the transport; its calls
@@ -53,6 +54,9 @@ struct ParallelSplit {
   // rows of the attention output and down projections), of the attention output's width
   // (its query heads x head_dim), of the FFN width and of the vocabulary.
   std::vector<Range> embd, attn, ffn, vocab;
+  // A mixture-of-experts layer: the same for every expert's width (the rows of its gate
+  // and up; its down by embd, like the dense down) and for the shared expert's.
+  std::vector<Range> ffn_exp, ffn_shexp;
   Range layers;  // this stage's layers
 
   bool tensor_parallel() const { return tp_size > 1; }
@@ -69,8 +73,8 @@ struct ParallelSplit {
 };
 
 // The split of c over tp x pp ranks for world rank `rank`, or why the model cannot be
-// split that way (heads that do not divide, QK-norm over whole rows, experts under tensor
-// parallelism, fewer layers than stages).
+// split that way (heads that do not divide, QK-norm over whole rows, fewer layers than
+// stages).
 // With sp > 1 (sequence parallelism) tp and pp must be 1.
 Result<ParallelSplit> plan_split(const ModelConfig& c, int32_t tp, int32_t pp, int32_t rank, int32_t sp = 1);
 

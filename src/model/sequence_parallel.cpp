@@ -56,7 +56,7 @@ Status Model::forward_chunk_sp(const int32_t* tokens, std::span<const BatchSeq> 
   embed(tokens + mine.begin, nl);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     PAGODA_TRY(attention_block(l, nl, kv));
-    if (c.is_moe()) moe_block(l, nl);
+    if (c.is_moe()) PAGODA_TRY(moe_block(l, nl));
     else PAGODA_TRY(ffn_block(l, nl));
   }
   const int64_t V = c.n_vocab;

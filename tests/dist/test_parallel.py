@@ -107,18 +107,23 @@ def test_gemma3_270m_split_gives_the_same_tokens(pagoda_bin, mpirun, tmp_path, m
     assert np.array_equal(got, want)
 
 
-def test_experts_split_by_layers_or_tokens_and_refused_by_heads(pagoda_bin, mpirun, write_gen_model, tmp_path):
-    model = write_gen_model(tmp_path / "moe.gguf", "qwen2moe", "Q8_0", dim=128, layers=4, heads=4, kv_heads=2, ff=256,
-                            vocab=1000)
-    ids = [random.Random(3).randrange(3, 1000) for _ in range(40)]
+# Expert widths that split unevenly over two ranks' 16-row panels (160: 80 + 80, 384), and
+# a K-quant one (its columns a multiple of 256).
+@pytest.mark.parametrize("arch,fmt,widths", [("qwen2moe", "Q8_0", {"expert_ff": 160, "shared_expert_ff": 384}),
+                                             ("qwen3moe", "Q4_K", {"expert_ff": 512, "experts": 8, "experts_used": 2})])
+def test_mixture_of_experts_splits_give_the_logits_of_one_process(pagoda_bin, mpirun, write_gen_model, tmp_path,
+                                                                   arch, fmt, widths):
+    """Every expert split by rows under TP (the router whole on each rank), by layers under
+    PP, by tokens under SP: the same logits rows as one process, bit for bit, over a prompt
+    of two 512-token pieces (many tokens per expert) and then decode (k rows a step)."""
+    model = write_gen_model(tmp_path / f"{arch}.gguf", arch, fmt, dim=256, layers=4, heads=4, kv_heads=2, ff=256,
+                            vocab=1000, **widths)
+    ids = [random.Random(3).randrange(3, 1000) for _ in range(600)]
     want_ids, want = run_ids(pagoda_bin, model, ids, tmp_path, "one")
-    for mode in ("pp2", "sp2"):
+    for mode in MODES:
         ranks, flags = MODES[mode]
         got_ids, got = run_ids(pagoda_bin, model, ids, tmp_path, mode, mpirun=mpirun, ranks=ranks, extra=flags)
         assert got_ids == want_ids and np.array_equal(got, want), mode
-    r = mpi(mpirun, 2, [pagoda_bin("pagoda"), "run", "-m", model, "--prompt-ids", "1,2,3", "-n", "2", "--tp", "2"])
-    assert r.returncode != 0
-    assert b"mixture-of-experts" in r.stderr and b"--pp" in r.stderr
 
 
 def test_bad_launches_say_what_to_do(pagoda_bin, mpirun, models):
@@ -301,16 +306,21 @@ def test_sampled_tokens_match_one_process(pagoda_bin, mpirun, models, tmp_path, 
             filters
 
 
-@pytest.mark.parametrize("mode", ["tp2", "pp2", "tp2pp2"])
-def test_plan_predicts_every_ranks_peak_rss(pagoda_bin, mpirun, write_gen_model, tmp_path, mode):
+# The dense model, and one of experts (8 per layer, their rows split by tensor ranks).
+SHARDED = {"llama": {}, "qwen2moe": {"experts": 8, "experts_used": 2, "expert_ff": 704, "shared_expert_ff": 1408}}
+
+
+@pytest.mark.parametrize("mode,arch", [("tp2", "llama"), ("pp2", "llama"), ("tp2pp2", "llama"), ("tp2", "qwen2moe"),
+                                       ("tp2pp2", "qwen2moe")])
+def test_plan_predicts_every_ranks_peak_rss(pagoda_bin, mpirun, write_gen_model, tmp_path, mode, arch):
     """`pagoda plan --tp/--pp` sizes each rank from its own shard (its rows and layers of
     the matrices, its heads' and stage's KV); the benchmark then measures each rank's
     VmHWM with the same split. A KV cache of 256 MiB and 100 MiB of weights make the
     split visible: a plan that gave every rank the whole model is off by far more than the
     bar."""
     ranks, flags = MODES[mode]
-    model = write_gen_model(tmp_path / "m.gguf", "llama", "Q8_0", dim=1024, layers=8, heads=16, kv_heads=4, ff=2816,
-                            vocab=8000)
+    model = write_gen_model(tmp_path / "m.gguf", arch, "Q8_0", dim=1024, layers=8, heads=16, kv_heads=4, ff=2816,
+                            vocab=8000, **SHARDED[arch])
     common = ["-c", "4096", "--max-num-seqs", "8", "--kv-cache-dtype", "f16"]
     p = subprocess.run([str(pagoda_bin("pagoda")), "plan", "-m", str(model), "-t", "1", "--json", "--hardware", "none",
                         *common, *flags], capture_output=True, timeout=120)
