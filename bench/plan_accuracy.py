@@ -25,6 +25,10 @@ goes first:
   predicted  pagoda plan -m M --depth D --prompt 512 --n-gen 128 --json (hardware auto:
              measured once per format, cached)
   measured   pagoda bench -m M -p 512 -n 128 -d D -r 1 --json (median over rounds)
+With --reprobe, each round also runs `plan --remeasure` beside the measurement (alternating
+which goes first) and the prediction is the median of those: on a host whose speed drifts
+between rounds (a VM whose memory bandwidth moves 1.5x from minute to minute) a probe
+cached at one moment cannot match measurements taken at others.
 Reported: per row predicted, measured, error; the share of rows within the bars; the
 other load seen (load average). JSON to --json-out (default
 $PAGODA_CACHE/bench-results/plan-<time>.json).
@@ -124,12 +128,24 @@ def speed_rows(a, pagoda: Path, models: dict) -> list[dict]:
             continue
         m = models[name]
         ctx = depth + 512 + 128 + 64
-        pl = plan(pagoda, m, ["--depth", str(depth), "--prompt", "512", "--n-gen", "128", "-c", str(ctx),
-                              "--kv-cache-dtype", kv, "--max-num-seqs", "1"], a.threads)
+        plan_args = ["--depth", str(depth), "--prompt", "512", "--n-gen", "128", "-c", str(ctx),
+                     "--kv-cache-dtype", kv, "--max-num-seqs", "1"]
+        pl = plan(pagoda, m, plan_args, a.threads)
         meas = {"pp": [], "tg": []}
+        pred = {"pp": [], "tg": []}
         loads = []
+
+        def predict() -> None:
+            q = plan(pagoda, m, [*plan_args, "--remeasure"], a.threads)
+            pred["pp"].append(q["speed"]["prefill_tok_s"])
+            pred["tg"].append(q["speed"]["decode_tok_s"])
+
         for rnd in range(a.rounds):
             loads.append(os.getloadavg()[0])
+            # A fresh probe each round, taken next to the measurement and alternating which
+            # goes first, so that a host whose speed drifts between rounds moves both.
+            if a.reprobe and rnd % 2 == 0:
+                predict()
             cmd = [str(pagoda), "bench", "-m", str(m), "-p", "512", "-n", "128", "-d", str(depth), "-r", "1",
                    "-t", str(a.threads), "--json"]
             rc, out, err, _ = run(cmd, a.timeout)
@@ -138,18 +154,24 @@ def speed_rows(a, pagoda: Path, models: dict) -> list[dict]:
                 break
             for t in json.loads(out):
                 meas["pp" if t["test"].startswith("pp") else "tg"].append(t["tokens_per_second_median"])
+            if a.reprobe and rnd % 2 == 1:
+                predict()
         if not meas["pp"] or not meas["tg"]:
             continue
         pp, tg = statistics.median(meas["pp"]), statistics.median(meas["tg"])
         ppp, tgp = pl["speed"]["prefill_tok_s"], pl["speed"]["decode_tok_s"]
+        if a.reprobe:
+            ppp, tgp = statistics.median(pred["pp"]), statistics.median(pred["tg"])
         r = {"row": name, "depth": depth, "kv": kv, "predicted_pp": ppp, "measured_pp": pp,
              "pp_error_pct": 100.0 * (ppp - pp) / pp, "predicted_tg": tgp, "measured_tg": tg,
-             "tg_error_pct": 100.0 * (tgp - tg) / tg, "runs": meas, "loadavg": loads,
+             "tg_error_pct": 100.0 * (tgp - tg) / tg, "runs": meas, "predictions": pred, "cached_prediction": {"pp": pl["speed"]["prefill_tok_s"], "tg": pl["speed"]["decode_tok_s"]},
+             "loadavg": loads,
              "decode_memory_bound_share": pl["speed"]["decode_memory_bound_share"], "hardware": pl["hardware"]}
         r["pp_within"] = abs(r["pp_error_pct"]) <= 20
         r["tg_within"] = abs(r["tg_error_pct"]) <= 10
         log(f"speed {name:10s} d{depth:<5d} {kv:4s}: pp {ppp:7.1f} vs {pp:7.1f} ({r['pp_error_pct']:+.1f}%), "
-            f"tg {tgp:6.1f} vs {tg:6.1f} ({r['tg_error_pct']:+.1f}%)")
+            f"tg {tgp:6.1f} vs {tg:6.1f} ({r['tg_error_pct']:+.1f}%); tg measured {[round(x, 1) for x in meas['tg']]}, "
+            f"predicted {[round(x, 1) for x in pred['tg']]}")
         rows.append(r)
     return rows
 
@@ -161,6 +183,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     p.add_argument("--timeout", type=float, default=1800)
     p.add_argument("--build-dir", type=Path, default=cl.REPO / "build")
+    p.add_argument("--reprobe", action="store_true",
+                   help="probe the machine again each round (plan --remeasure), next to the measurement, and "
+                        "compare the median prediction with the median measurement")
     p.add_argument("--no-7b", action="store_true", help="leave out the generated 7B shape")
     p.add_argument("--skip", default="", help="memory,speed: parts to leave out")
     p.add_argument("--json-out", type=Path)
