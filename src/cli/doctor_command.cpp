@@ -52,6 +52,7 @@ struct DoctorArgs {
   std::string budget;
   std::string hardware = "auto";
   double load_seconds = 1.0;
+  double bandwidth_seconds = 2.0;
   bool json = false;
 };
 
@@ -188,6 +189,10 @@ int run_doctor_command(const DoctorArgs& a) {
   CpuFacts cpu;
   cpu.load = sample_cpu_load(a.load_seconds);
   cpu.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (a.bandwidth_seconds > 0) {
+    cpu.stream_window_s = 0.1;
+    cpu.stream_samples = sample_stream(ThreadPool::global(), a.bandwidth_seconds, cpu.stream_window_s);
+  }
   facts.cpu = cpu;
   SamplingFacts sf;
   sf.params = a.sampling;
@@ -209,6 +214,15 @@ int run_doctor_command(const DoctorArgs& a) {
   summary["cpu"] = {{"cores", l.cores}, {"machine_cores", l.machine_cores}, {"threads", facts.cpu->threads},
                     {"other_cores", l.other_cores}, {"busy_cores", l.busy_cores}, {"steal_share", l.steal_share},
                     {"loadavg_1m", l.loadavg_1m}, {"window_s", l.window_s}};
+  if (!facts.cpu->stream_samples.empty()) {
+    std::vector<double> v = facts.cpu->stream_samples;
+    std::sort(v.begin(), v.end());
+    auto at = [&](double q) { return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))]; };
+    summary["cpu"]["bandwidth"] = {{"samples", v.size()}, {"window_s", facts.cpu->stream_window_s},
+                                   {"min_bytes_per_s", v.front()}, {"p10_bytes_per_s", at(0.1)},
+                                   {"median_bytes_per_s", at(0.5)}, {"p90_bytes_per_s", at(0.9)},
+                                   {"max_bytes_per_s", v.back()}};
+  }
   if (facts.memory) {
     const MemoryFacts& m = *facts.memory;
     summary["memory"] = memory_plan_json(m.plan);
@@ -259,6 +273,12 @@ int run_doctor_command(const DoctorArgs& a) {
              "load average {:.2f}\n",
              facts.cpu->threads, facts.cpu->threads == 1 ? "" : "s", l.cores, l.cores == 1 ? "" : "s",
              l.machine_cores, l.other_cores, l.window_s, l.loadavg_1m);
+  if (summary["cpu"].contains("bandwidth")) {
+    const json& b = summary["cpu"]["bandwidth"];
+    fmt::print("  bandwidth memory reads at {:.1f} GB/s (median of {} samples; 10th-90th percentile {:.1f}-{:.1f})\n",
+               b["median_bytes_per_s"].get<double>() / 1e9, b["samples"].get<size_t>(),
+               b["p10_bytes_per_s"].get<double>() / 1e9, b["p90_bytes_per_s"].get<double>() / 1e9);
+  }
   if (facts.memory) {
     const MemoryPlan& p = facts.memory->plan;
     fmt::print("  model     {} | {} | ctx {} | max-num-seqs {} | KV {}\n", mp.path, mp.arch, mp.ctx,
@@ -316,6 +336,9 @@ Subcommand add_doctor_command(CLI::App& app) {
   sub->add_option("--hardware", args->hardware, "auto (measure this machine once, cached), none, or a named profile");
   sub->add_option("--load-seconds", args->load_seconds, "How long to watch the machine's other load")
       ->check(CLI::Range(0.05, 10.0));
+  sub->add_option("--bandwidth-seconds", args->bandwidth_seconds,
+                  "How long to sample the memory read rate for its swings (0: not sampled)")
+      ->check(CLI::Range(0.0, 30.0));
   sub->add_flag("--json", args->json, "One JSON object (docs/doctor.md describes its keys)");
   return {"doctor", sub, [args] { return run_doctor_command(*args); }};
 }

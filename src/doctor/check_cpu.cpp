@@ -12,6 +12,11 @@ namespace pagoda {
 
 namespace {
 
+// The q-quantile of sorted v (nearest rank).
+double quantile(const std::vector<double>& v, double q) {
+  return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))];
+}
+
 std::string busiest(const CpuLoad& l) {
   std::string s;
   for (const ProcessLoad& p : l.top) {
@@ -55,6 +60,37 @@ void check_cpu(const DoctorFacts& f, std::vector<Finding>& out) {
     x.data = {{"other_cores", l.other_cores}, {"cores", l.cores}, {"window_s", l.window_s}, {"top", top},
               {"loadavg_1m", l.loadavg_1m}};
     out.push_back(std::move(x));
+  }
+  if (c.stream_samples.size() >= kBandwidthMinSamples) {
+    // Decode reads every weight once per token, so its speed follows the memory's read
+    // rate: on a host whose rate moves (a VM whose memory channels other guests share)
+    // the same run measures differently from one minute to the next, and a profile
+    // cached at one moment predicts another moment's speed only as well as the two agree.
+    std::vector<double> v = c.stream_samples;
+    std::sort(v.begin(), v.end());
+    const double lo = quantile(v, 0.1), hi = quantile(v, 0.9), mid = quantile(v, 0.5);
+    if (lo > 0 && hi / lo >= kBandwidthSwing) {
+      Finding x;
+      x.id = "cpu.bandwidth_swings";
+      x.severity = Severity::kWarning;
+      x.what = fmt::format("memory read rate moved between {:.1f} and {:.1f} GB/s (10th and 90th percentile of {} "
+                           "samples over {:.1f} s; median {:.1f})",
+                           lo / 1e9, hi / 1e9, v.size(), c.stream_window_s * static_cast<double>(v.size()), mid / 1e9);
+      x.why = fmt::format("decode streams the weights once per token, so its tokens/s moves with the read rate: "
+                          "one run can be {:.2f}x another with nothing changed{}; a speed `pagoda plan` predicts from "
+                          "a profile cached at one moment holds for moments like it",
+                          hi / lo,
+                          l.other_cores >= kBusyOtherCores ? " (other processes here are part of it)"
+                                                           : " (nothing else ran here: the host's other guests or its "
+                                                             "memory placement)");
+      x.fix = "compare speeds only side by side in alternating rounds, by their medians (pagoda bench -r 5, "
+              "bench/compare_builds.py); re-measure the profile with `pagoda plan --remeasure` before a prediction "
+              "that matters; for steady speeds, a host with dedicated memory bandwidth";
+      x.data = {{"p10_bytes_per_s", lo}, {"median_bytes_per_s", mid}, {"p90_bytes_per_s", hi},
+                {"min_bytes_per_s", v.front()}, {"max_bytes_per_s", v.back()}, {"samples", v.size()},
+                {"window_s", c.stream_window_s}};
+      out.push_back(std::move(x));
+    }
   }
   if (l.steal_share >= 0.1) {
     Finding x;

@@ -53,6 +53,10 @@ struct DecodeFacts {
 struct CpuFacts {
   CpuLoad load;
   int threads = 0;  // what the engine would run (-t, else one per usable core)
+  // The plain read rate of memory (bytes/s) in consecutive windows (plan/hardware.h,
+  // sample_stream); empty when not sampled.
+  std::vector<double> stream_samples;
+  double stream_window_s = 0;
 };
 
 struct SamplingFacts {
@@ -89,6 +93,8 @@ inline constexpr double kBusyOtherCores = 0.5;        // other processes' load t
 inline constexpr double kPreemptedShare = 0.05;       // preemptions per finished request
 inline constexpr int64_t kPrefixMinQueryTokens = 4096; // prompt tokens before a hit rate means anything
 inline constexpr double kPrefixLowHitRate = 0.1;
+inline constexpr double kBandwidthSwing = 1.25;       // 90th / 10th percentile of the read-rate samples
+inline constexpr size_t kBandwidthMinSamples = 5;
 
 void check_memory(const DoctorFacts& f, std::vector<Finding>& out);
 void check_decode_bound(const DoctorFacts& f, std::vector<Finding>& out);

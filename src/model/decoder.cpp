@@ -54,6 +54,21 @@ size_t Model::scratch_bytes(const ModelConfig& c, int64_t tokens) {
   return static_cast<size_t>(floats * std::min(tokens, kMaxChunk)) * sizeof(float);
 }
 
+// Per token, the floats of each of tp_in_ and tp_out_: the widest gathered input of a
+// row-split matrix and the widest output; an MoE layer's down projections gather each
+// token's k experts' rows and the shared expert's at once, and their k + 1 outputs
+// (moe_down_split), the two buffers taking turns as send and receive buffers.
+static int64_t tp_scratch_floats(const ModelConfig& c) {
+  int64_t w = std::max<int64_t>({c.q_dim(), c.n_ff, c.n_embd});
+  if (c.is_moe())
+    w = std::max<int64_t>({w, c.n_expert_used * c.n_ff_exp + c.n_ff_shexp, (c.n_expert_used + 1) * c.n_embd});
+  return w;
+}
+
+size_t Model::tp_scratch_bytes(const ModelConfig& c, int64_t tokens) {
+  return 2 * static_cast<size_t>(tp_scratch_floats(c) * std::min(tokens, kMaxChunk)) * sizeof(float);
+}
+
 void Model::ensure_scratch(int64_t n) {
   if (n <= scratch_tokens_) return;
   const std::array<std::vector<float>*, 14> buffers = {&x_,         &xn_,  &q_,   &k_,   &v_,    &att_, &proj_,
@@ -66,13 +81,8 @@ void Model::ensure_scratch(int64_t n) {
   moe_weights_.resize(routed);
   moe_rows_.resize(routed);
   if (split_.tensor_parallel()) {
-    // Per token: the widest input a row-split matrix gathers (an MoE layer's down
-    // projections take each token's k experts' rows at once), and its k outputs.
-    const int64_t k = std::max<int64_t>(1, config_.n_expert_used);
-    const int64_t widest = std::max<int64_t>({config_.q_dim(), config_.n_ff, config_.n_ff_shexp,
-                                              k * config_.n_ff_exp});
-    tp_in_.resize(static_cast<size_t>(n * widest));
-    tp_out_.resize(static_cast<size_t>(n * k * config_.n_embd));
+    tp_in_.resize(static_cast<size_t>(n * tp_scratch_floats(config_)));
+    tp_out_.resize(static_cast<size_t>(n * tp_scratch_floats(config_)));
   }
   scratch_tokens_ = n;
 }

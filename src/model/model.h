@@ -65,6 +65,9 @@ class Model {
   // The activation buffers a forward of `tokens` tokens in one step allocates (steps are
   // cut into pieces of at most 512 tokens); they are kept for the model's lifetime.
   static size_t scratch_bytes(const ModelConfig& c, int64_t tokens);
+  // Under tensor parallelism, the two buffers of gathered activations a step of `tokens`
+  // allocates, together.
+  static size_t tp_scratch_bytes(const ModelConfig& c, int64_t tokens);
   // What load-time repacking did (nothing when loaded with repack off).
   const PackingReport& packing() const { return packing_; }
   // Calibration for quantization (AWQ, GPTQ) records the activations the layers see; an
@@ -137,6 +140,7 @@ class Model {
   Status row_split_matmul(const WeightView& w, const float* x, std::span<const Range> parts, int64_t n,
                           ThreadPool& pool);
   Status moe_block(int32_t layer, int64_t n);  // moe_block.cpp
+  Status moe_down_split(int32_t layer, int64_t n, int64_t shared_cols);
   void residual_add(const float* bias, const float* post_norm, const float* res_norm, const float* res_norm_b,
                     const float* next_norm, const float* next_norm_b, int64_t n);
   Status output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);

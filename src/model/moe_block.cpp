@@ -76,43 +76,30 @@ Status Model::moe_block(int32_t l, int64_t n) {
       observer_(l, LinearInput::kFfnDown, &moe_gate_[r0 * F], count, F, static_cast<int32_t>(e));
     }
   }
-  // The down projections: split, their whole input gathered first and their rows of the
-  // output gathered after.
-  const float* down_in = moe_gate_.data();
-  float* down_out = moe_down_.data();
-  const int64_t routed = n * k, Fin = tp ? c.n_ff_exp : F, Eout = tp ? split_.embd[me].size() : E;
-  if (tp) {
-    counts_.clear();
-    for (const Range& r : split_.ffn_exp) counts_.push_back(r.size());
-    PAGODA_TRY(comm_->gather_columns(moe_gate_.data(), routed, counts_, tp_in_.data()));
-    down_in = tp_in_.data();
-    down_out = tp_out_.data();
-  }
-  moe_jobs_.clear();
-  for (int64_t e = 0; e < X; ++e) {
-    const int64_t r0 = moe_offsets_[e], count = moe_offsets_[e + 1] - r0;
-    if (count > 0) moe_jobs_.push_back(MatmulJob{&L.down_exps[e], &down_in[r0 * Fin], count, &down_out[r0 * Eout]});
-  }
-  matmul_jobs(moe_jobs_, pool);
-  if (tp) {
-    counts_.clear();
-    for (const Range& r : split_.embd) counts_.push_back(r.size());
-    PAGODA_TRY(comm_->gather_columns(tp_out_.data(), routed, counts_, moe_down_.data()));
-  }
-
-  // The shared expert (Qwen2-MoE) into proj_, each token's share scaled by its gate.
+  // The shared expert's gate and up (Qwen2-MoE), then every down projection.
   const bool shared = !L.gate_shexp.empty();
+  const int64_t S = !shared ? 0 : tp ? split_.ffn_shexp[me].size() : c.n_ff_shexp;
   if (shared) {
-    const int64_t S = tp ? split_.ffn_shexp[me].size() : c.n_ff_shexp;
     const WeightView* ws[] = {&L.gate_shexp, &L.up_shexp};
     float* ys[] = {gate_.data(), up_.data()};
     matmul_shared_input(ws, in, n, ys, pool);
     for_each_token(pool, n, S, [&](int64_t t) { swiglu(&gate_[t * S], &up_[t * S], S); });
     if (observer_) observer_(l, LinearInput::kFfnDown, gate_.data(), n, S, -1);
-    PAGODA_TRY(row_split_matmul(L.down_shexp, gate_.data(), split_.ffn_shexp, n, pool));
   }
+  if (tp) {
+    PAGODA_TRY(moe_down_split(l, n, S));
+  } else {
+    moe_jobs_.clear();
+    for (int64_t e = 0; e < X; ++e) {
+      const int64_t r0 = moe_offsets_[e], count = moe_offsets_[e + 1] - r0;
+      if (count > 0) moe_jobs_.push_back(MatmulJob{&L.down_exps[e], &moe_gate_[r0 * F], count, &moe_down_[r0 * E]});
+    }
+    matmul_jobs(moe_jobs_, pool);
+    if (shared) matmul(L.down_shexp, gate_.data(), n, proj_.data(), pool);  // its share, into proj_
+  }
+
   // Each token's experts summed in the order they were selected (llama.cpp's order), then
-  // the shared expert's part added.
+  // the shared expert's part (in proj_) added, scaled by its gate.
   for_each_token(pool, n, k * E, [&](int64_t t) {
     float* p = &proj_[t * E];
     const float* w = &moe_weights_[t * k];
@@ -133,6 +120,68 @@ Status Model::moe_block(int32_t l, int64_t n) {
   const LayerWeights* next = l + 1 < c.n_layer ? &weights_.layers[l + 1] : nullptr;
   residual_add(nullptr, L.post_ffw_norm, nullptr, nullptr, next != nullptr ? next->attn_norm : nullptr,
                next != nullptr ? next->attn_norm_b : nullptr, n);
+  return Status::ok();
+}
+
+// Under tensor parallelism, the down projections of layer l's experts and shared expert:
+// one gather brings every rank's SwiGLU columns of both (the k rows of each token, then
+// the shared expert's n rows of its S local columns), the local rows of every down
+// projection run, and one gather brings their outputs back whole into moe_down_ and
+// proj_: two synchronizations where gathering each matrix's input and output would take
+// four. Each rank's part travels as one flat block.
+Status Model::moe_down_split(int32_t l, int64_t n, int64_t S) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[l];
+  const size_t me = static_cast<size_t>(split_.tp_rank);
+  const bool shared = S > 0;
+  const int64_t routed = n * c.n_expert_used, FF = c.n_ff_exp, SS = shared ? c.n_ff_shexp : 0, E = c.n_embd;
+  const int64_t F = split_.ffn_exp[me].size(), Eo = split_.embd[me].size();
+  auto copy_columns = [](const float* src, int64_t rows, int64_t width, float* dst, int64_t stride) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + r * stride, src + r * width, static_cast<size_t>(width) * sizeof(float));
+  };
+  // tp_in_ and tp_out_ take turns as the send and receive buffers (Model::tp_scratch_bytes).
+  float* send = tp_in_.data();
+  std::memcpy(send, moe_gate_.data(), static_cast<size_t>(routed * F) * sizeof(float));
+  if (shared) std::memcpy(send + routed * F, gate_.data(), static_cast<size_t>(n * S) * sizeof(float));
+  counts_.clear();
+  for (size_t r = 0; r < split_.ffn_exp.size(); ++r)
+    counts_.push_back(routed * split_.ffn_exp[r].size() + (shared ? n * split_.ffn_shexp[r].size() : 0));
+  PAGODA_TRY(comm_->gather_columns(send, 1, counts_, tp_out_.data()));
+  // The whole inputs: routed x FF, then n x SS.
+  float* xin = tp_in_.data();
+  float* sin = xin + routed * FF;
+  const float* src = tp_out_.data();
+  for (size_t r = 0; r < split_.ffn_exp.size(); ++r) {
+    const Range fe = split_.ffn_exp[r];
+    copy_columns(src, routed, fe.size(), xin + fe.begin, FF);
+    src += routed * fe.size();
+    if (shared) {
+      const Range fs = split_.ffn_shexp[r];
+      copy_columns(src, n, fs.size(), sin + fs.begin, SS);
+      src += n * fs.size();
+    }
+  }
+  // This rank's rows of every output: routed x Eo, then n x Eo.
+  float* yout = tp_out_.data();
+  moe_jobs_.clear();
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    const int64_t r0 = moe_offsets_[e], count = moe_offsets_[e + 1] - r0;
+    if (count > 0) moe_jobs_.push_back(MatmulJob{&L.down_exps[e], &xin[r0 * FF], count, &yout[r0 * Eo]});
+  }
+  matmul_jobs(moe_jobs_, *pool_);
+  // Through matmul, as one process runs it, so its values are one process's.
+  if (shared) matmul(L.down_shexp, sin, n, yout + routed * Eo, *pool_);
+  const int64_t out_rows = routed + (shared ? n : 0);
+  counts_.clear();
+  for (const Range& r : split_.embd) counts_.push_back(out_rows * r.size());
+  PAGODA_TRY(comm_->gather_columns(yout, 1, counts_, tp_in_.data()));
+  src = tp_in_.data();
+  for (const Range& r : split_.embd) {
+    copy_columns(src, routed, r.size(), moe_down_.data() + r.begin, E);
+    if (shared) copy_columns(src + routed * r.size(), n, r.size(), proj_.data() + r.begin, E);
+    src += out_rows * r.size();
+  }
   return Status::ok();
 }
 

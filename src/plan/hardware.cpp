@@ -92,38 +92,69 @@ FormatRate measure_format(DType t, ThreadPool& pool) {
   return r;
 }
 
+// One pass of the pool's threads over buf, each summing its slice as 8 interleaved
+// streams into its slot of sums (kept, so the loop is not optimized away).
+void stream_pass(const std::vector<uint64_t>& buf, std::vector<uint64_t>& sums, ThreadPool& pool) {
+  using Vec = uint64_t __attribute__((vector_size(32)));
+  constexpr int kStreams = 8;
+  pool.parallel_for(static_cast<int64_t>(buf.size()), 1 << 16, [&](int64_t b, int64_t e, int t) {
+    const size_t per = static_cast<size_t>(e - b) / (4 * kStreams);  // vectors per stream
+    const uint64_t* base = buf.data() + b;
+    Vec acc[kStreams] = {};
+    for (size_t i = 0; i < per; ++i)
+      for (int k = 0; k < kStreams; ++k) {
+        Vec x;
+        std::memcpy(&x, base + (static_cast<size_t>(k) * per + i) * 4, sizeof x);
+        acc[k] += x;
+      }
+    uint64_t total = 0;
+    for (const Vec& a : acc) total += a[0] + a[1] + a[2] + a[3];
+    sums[static_cast<size_t>(t) * 8] += total;
+  }, 1);
+}
+
+constexpr size_t kStreamWords = (size_t{256} << 20) / sizeof(uint64_t);
+
 // Bytes per second the pool's threads read memory at: each sums its slice of a 256 MiB
 // buffer (past any cache) as 8 interleaved streams, the fastest of several passes. One
 // stream per thread reads 15-20% below what the prefetchers give several (a GEMV's panel
 // rows are several): measured 20 against 24-26 GB/s on 2 Zen 5 threads.
 double measure_stream(ThreadPool& pool) {
-  using Vec = uint64_t __attribute__((vector_size(32)));
-  constexpr int kStreams = 8;
-  const size_t words = (size_t{256} << 20) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(words, 1);
+  std::vector<uint64_t> buf(kStreamWords, 1);
   std::vector<uint64_t> sums(static_cast<size_t>(pool.num_threads()) * 8, 0);
-  const double s = best_seconds(5, [&] {
-    pool.parallel_for(static_cast<int64_t>(words), 1 << 16, [&](int64_t b, int64_t e, int t) {
-      const size_t per = static_cast<size_t>(e - b) / (4 * kStreams);  // vectors per stream
-      const uint64_t* base = buf.data() + b;
-      Vec acc[kStreams] = {};
-      for (size_t i = 0; i < per; ++i)
-        for (int k = 0; k < kStreams; ++k) {
-          Vec x;
-          std::memcpy(&x, base + (static_cast<size_t>(k) * per + i) * 4, sizeof x);
-          acc[k] += x;
-        }
-      uint64_t total = 0;
-      for (const Vec& a : acc) total += a[0] + a[1] + a[2] + a[3];
-      sums[static_cast<size_t>(t) * 8] += total;
-    }, 1);
-  });
+  const double s = best_seconds(5, [&] { stream_pass(buf, sums, pool); });
   uint64_t total = 0;
   for (uint64_t v : sums) total += v;
-  // Keeps the sums observable, so the loop is not optimized away.
   if (total == 0) return 0;
-  return static_cast<double>(words * sizeof(uint64_t)) / s;
+  return static_cast<double>(kStreamWords * sizeof(uint64_t)) / s;
 }
+
+}  // namespace
+
+std::vector<double> sample_stream(ThreadPool& pool, double seconds, double window_s) {
+  std::vector<uint64_t> buf(kStreamWords, 1);
+  std::vector<uint64_t> sums(static_cast<size_t>(pool.num_threads()) * 8, 0);
+  stream_pass(buf, sums, pool);  // the pages faulted in, untimed
+  std::vector<double> rates;
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < end) {
+    const auto t0 = Clock::now();
+    int passes = 0;
+    double dt = 0;
+    do {
+      stream_pass(buf, sums, pool);
+      ++passes;
+      dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (dt < window_s);
+    rates.push_back(static_cast<double>(passes) * static_cast<double>(kStreamWords * sizeof(uint64_t)) / dt);
+  }
+  uint64_t total = 0;
+  for (uint64_t v : sums) total += v;
+  if (total == 0) return {};
+  return rates;
+}
+
+namespace {
 
 // A call timed as the engine runs it: one token through `copies` copies of its matrices in
 // turn (together past the last-level cache, as a model's matrices are to one another), and

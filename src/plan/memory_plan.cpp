@@ -70,6 +70,8 @@ Result<MemoryPlan> plan_rank_memory(const GgufFile& file, const Model& whole, co
                          std::max<size_t>(1, slots.size());
   p->kv.bytes = static_cast<size_t>(static_cast<double>(p->kv.bytes) * heads * touched);
   if (!s.root()) p->engine_scratch = 0;
+  if (s.tensor_parallel())
+    p->model_scratch += Model::tp_scratch_bytes(c, config.scheduler.max_num_batched_tokens);
   return p;
 }
 

@@ -157,6 +157,22 @@ def test_bench_traffic_is_the_formula_of_the_split(pagoda_bin, mpirun, models):
     assert 0 <= par["comm_share_max"] < 1
 
 
+def test_bench_traffic_of_experts_is_the_formula_of_their_split(pagoda_bin, mpirun, write_gen_model, tmp_path):
+    """An MoE layer's rank 1 sends, per token, its columns of the attention output and
+    projection, then one block with its columns of the k experts' and the shared expert's
+    SwiGLU rows, and one with its rows of their k + 1 down projections (moe_down_split)."""
+    model = write_gen_model(tmp_path / "moe.gguf", "qwen2moe", "Q8_0", dim=256, layers=4, heads=4, kv_heads=2, ff=256,
+                            vocab=1000, expert_ff=160, shared_expert_ff=384)
+    r = mpi(mpirun, 2, [pagoda_bin("pagoda"), "bench", "throughput", "-m", model, "--num-prompts", "3",
+                        "--input-len", "20", "--output-len", "10", "-t", "1", "--tp", "2", "--json"])
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    j = json.loads(r.stdout)
+    layers, q_dim, embd, k, expert_ff, shared_ff = 4, 256, 256, 2, 160, 384
+    processed = j["input_tokens"] + j["output_tokens"] - j["num_prompts"]
+    per_token_layer = 4 * (q_dim // 2 + embd // 2 + k * expert_ff // 2 + shared_ff // 2 + (k + 1) * embd // 2)
+    assert j["parallel"]["ranks"][1]["bytes_sent"] == processed * layers * per_token_layer + 8 * j["output_tokens"]
+
+
 class MpiServer:
     def __init__(self, mpirun, pagoda_bin, model, ranks, *extra):
         self.proc = subprocess.Popen([mpirun, "-np", str(ranks), str(pagoda_bin("pagoda")), "serve", "-m", str(model),

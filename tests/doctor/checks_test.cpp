@@ -155,6 +155,33 @@ TEST(DoctorCpu, IdleMachineAndMatchingThreadsReportNothing) {
   EXPECT_TRUE(run_doctor(f).empty());
 }
 
+TEST(DoctorCpu, MemoryReadRateThatSwingsIsFound) {
+  DoctorFacts f;
+  f.cpu = cpu_facts(2, 2, 0);
+  f.cpu->stream_window_s = 0.1;
+  // Two states of a VM's host, as this project's Zen 5 VM moves between them.
+  f.cpu->stream_samples = {47e9, 48e9, 70e9, 71e9, 46e9, 69e9, 47e9, 72e9, 48e9, 70e9};
+  const auto out = run_doctor(f);
+  ASSERT_TRUE(has(out, "cpu.bandwidth_swings"));
+  const Finding& x = get(out, "cpu.bandwidth_swings");
+  EXPECT_NE(x.what.find("between 47.0 and 71.0 GB/s"), std::string::npos) << x.what;
+  EXPECT_NE(x.why.find("nothing else ran here"), std::string::npos) << x.why;
+  EXPECT_NE(x.fix.find("--remeasure"), std::string::npos) << x.fix;
+  EXPECT_EQ(x.data["samples"], 10);
+}
+
+TEST(DoctorCpu, SteadyOrTooFewReadRateSamplesReportNothing) {
+  DoctorFacts f;
+  f.cpu = cpu_facts(2, 2, 0);
+  f.cpu->stream_window_s = 0.1;
+  // One outlier in twenty is not a swing (percentiles, not the extremes).
+  f.cpu->stream_samples = std::vector<double>(19, 50e9);
+  f.cpu->stream_samples.push_back(20e9);
+  EXPECT_FALSE(has(run_doctor(f), "cpu.bandwidth_swings"));
+  f.cpu->stream_samples = {40e9, 80e9, 40e9, 80e9};  // fewer than kBandwidthMinSamples
+  EXPECT_FALSE(has(run_doctor(f), "cpu.bandwidth_swings"));
+}
+
 TEST(DoctorSampling, OutOfRangeSettingsAreFound) {
   DoctorFacts f;
   f.sampling = SamplingFacts{};

@@ -53,13 +53,21 @@ def finding(j, fid) -> dict:
     raise AssertionError(f"no {fid} in {ids(j)}")
 
 
+def bandwidth_swing_confirmed(f, j) -> bool:
+    """A host whose memory read rate moves (this project's VM does, 1.5x) is a fact of the
+    hardware, not a fault of the setup: accepted where the report's own samples show it."""
+    b = j["summary"]["cpu"].get("bandwidth")
+    return f["id"] == "cpu.bandwidth_swings" and b is not None and b["p90_bytes_per_s"] >= 1.25 * b["p10_bytes_per_s"]
+
+
 def quiet(doctor, *args, tries=4, confirmed=lambda finding, report: False):
     """The doctor's report of a clean setup: the machine is shared, so a run that saw other
     load (and only that) is repeated; the other checks must be silent every time, except a
     finding `confirmed` measures to be true of this hardware (not a fault of the setup)."""
     for _ in range(tries):
         j = doctor(*args)
-        rest = [f for f in j["findings"] if f["id"] != "cpu.other_load" and not confirmed(f, j)]
+        rest = [f for f in j["findings"] if f["id"] != "cpu.other_load" and not confirmed(f, j)
+                and not bandwidth_swing_confirmed(f, j)]
         assert rest == [], rest
         if "cpu.other_load" not in ids(j):
             return j
@@ -113,7 +121,9 @@ def test_json_keys_are_stable(doctor, model):
     assert j["checks"] == ["memory", "decode", "cpu", "sampling", "template", "server"]
     assert {"cpu", "memory"} <= set(j["summary"])
     assert {"cores", "machine_cores", "threads", "other_cores", "busy_cores", "steal_share", "loadavg_1m",
-            "window_s"} == set(j["summary"]["cpu"])
+            "window_s", "bandwidth"} == set(j["summary"]["cpu"])
+    assert {"samples", "window_s", "min_bytes_per_s", "p10_bytes_per_s", "median_bytes_per_s", "p90_bytes_per_s",
+            "max_bytes_per_s"} == set(j["summary"]["cpu"]["bandwidth"])
     assert j["findings"], "temperature 3 should have been found"
     for f in j["findings"]:
         assert set(f) == FINDING_KEYS and f["severity"] in ("info", "warning", "error") and f["fix"], f
@@ -122,6 +132,18 @@ def test_json_keys_are_stable(doctor, model):
 def test_clean_setups_report_nothing(doctor, model):
     quiet(doctor, "--load-seconds", 0.5)
     quiet(doctor, "-m", model, "-c", 2048, "--max-num-seqs", 4, "--hardware", "none", "--load-seconds", 0.5)
+
+
+def test_memory_read_rate_is_sampled_and_judged_by_its_percentiles(doctor):
+    j = doctor("--load-seconds", 0.1, "--bandwidth-seconds", 1)
+    b = j["summary"]["cpu"]["bandwidth"]
+    assert b["samples"] >= 5 and b["window_s"] == pytest.approx(0.1)
+    assert 0 < b["min_bytes_per_s"] <= b["p10_bytes_per_s"] <= b["median_bytes_per_s"] <= b["p90_bytes_per_s"] \
+        <= b["max_bytes_per_s"] < 1e13
+    swings = b["p90_bytes_per_s"] >= 1.25 * b["p10_bytes_per_s"]
+    assert ("cpu.bandwidth_swings" in ids(j)) == swings, (b, j["findings"])
+    j = doctor("--load-seconds", 0.1, "--bandwidth-seconds", 0)
+    assert "bandwidth" not in j["summary"]["cpu"] and "cpu.bandwidth_swings" not in ids(j)
 
 
 def test_temperature_three_is_found(doctor):
