@@ -150,7 +150,7 @@ Status Model::moe_down_split(int32_t l, int64_t n, int64_t S) {
   PAGODA_TRY(comm_->gather_columns(send, 1, counts_, tp_out_.data()));
   // The whole inputs: routed x FF, then n x SS.
   float* xin = tp_in_.data();
-  float* sin = xin + routed * FF;
+  float* shared_in = xin + routed * FF;
   const float* src = tp_out_.data();
   for (size_t r = 0; r < split_.ffn_exp.size(); ++r) {
     const Range fe = split_.ffn_exp[r];
@@ -158,7 +158,7 @@ Status Model::moe_down_split(int32_t l, int64_t n, int64_t S) {
     src += routed * fe.size();
     if (shared) {
       const Range fs = split_.ffn_shexp[r];
-      copy_columns(src, n, fs.size(), sin + fs.begin, SS);
+      copy_columns(src, n, fs.size(), shared_in + fs.begin, SS);
       src += n * fs.size();
     }
   }
@@ -171,7 +171,7 @@ Status Model::moe_down_split(int32_t l, int64_t n, int64_t S) {
   }
   matmul_jobs(moe_jobs_, *pool_);
   // Through matmul, as one process runs it, so its values are one process's.
-  if (shared) matmul(L.down_shexp, sin, n, yout + routed * Eo, *pool_);
+  if (shared) matmul(L.down_shexp, shared_in, n, yout + routed * Eo, *pool_);
   const int64_t out_rows = routed + (shared ? n : 0);
   counts_.clear();
   for (const Range& r : split_.embd) counts_.push_back(out_rows * r.size());
