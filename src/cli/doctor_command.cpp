@@ -215,13 +215,11 @@ int run_doctor_command(const DoctorArgs& a) {
                     {"other_cores", l.other_cores}, {"busy_cores", l.busy_cores}, {"steal_share", l.steal_share},
                     {"loadavg_1m", l.loadavg_1m}, {"window_s", l.window_s}};
   if (!facts.cpu->stream_samples.empty()) {
-    std::vector<double> v = facts.cpu->stream_samples;
-    std::sort(v.begin(), v.end());
-    auto at = [&](double q) { return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))]; };
-    summary["cpu"]["bandwidth"] = {{"samples", v.size()}, {"window_s", facts.cpu->stream_window_s},
-                                   {"min_bytes_per_s", v.front()}, {"p10_bytes_per_s", at(0.1)},
-                                   {"median_bytes_per_s", at(0.5)}, {"p90_bytes_per_s", at(0.9)},
-                                   {"max_bytes_per_s", v.back()}};
+    const RateSpread r = rate_spread(facts.cpu->stream_samples);
+    summary["cpu"]["bandwidth"] = {{"samples", facts.cpu->stream_samples.size()},
+                                   {"window_s", facts.cpu->stream_window_s}, {"min_bytes_per_s", r.min},
+                                   {"p10_bytes_per_s", r.p10}, {"median_bytes_per_s", r.median},
+                                   {"p90_bytes_per_s", r.p90}, {"max_bytes_per_s", r.max}};
   }
   if (facts.memory) {
     const MemoryFacts& m = *facts.memory;

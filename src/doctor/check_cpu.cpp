@@ -12,11 +12,6 @@ namespace pagoda {
 
 namespace {
 
-// The q-quantile of sorted v (nearest rank).
-double quantile(const std::vector<double>& v, double q) {
-  return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))];
-}
-
 std::string busiest(const CpuLoad& l) {
   std::string s;
   for (const ProcessLoad& p : l.top) {
@@ -27,6 +22,12 @@ std::string busiest(const CpuLoad& l) {
 }
 
 }  // namespace
+
+RateSpread rate_spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))]; };
+  return RateSpread{v.front(), at(0.1), at(0.5), at(0.9), v.back()};
+}
 
 void check_cpu(const DoctorFacts& f, std::vector<Finding>& out) {
   if (!f.cpu) return;
@@ -66,16 +67,16 @@ void check_cpu(const DoctorFacts& f, std::vector<Finding>& out) {
     // rate: on a host whose rate moves (a VM whose memory channels other guests share)
     // the same run measures differently from one minute to the next, and a profile
     // cached at one moment predicts another moment's speed only as well as the two agree.
-    std::vector<double> v = c.stream_samples;
-    std::sort(v.begin(), v.end());
-    const double lo = quantile(v, 0.1), hi = quantile(v, 0.9), mid = quantile(v, 0.5);
+    const RateSpread r = rate_spread(c.stream_samples);
+    const double lo = r.p10, hi = r.p90, mid = r.median;
+    const size_t n = c.stream_samples.size();
     if (lo > 0 && hi / lo >= kBandwidthSwing) {
       Finding x;
       x.id = "cpu.bandwidth_swings";
       x.severity = Severity::kWarning;
       x.what = fmt::format("memory read rate moved between {:.1f} and {:.1f} GB/s (10th and 90th percentile of {} "
                            "samples over {:.1f} s; median {:.1f})",
-                           lo / 1e9, hi / 1e9, v.size(), c.stream_window_s * static_cast<double>(v.size()), mid / 1e9);
+                           lo / 1e9, hi / 1e9, n, c.stream_window_s * static_cast<double>(n), mid / 1e9);
       x.why = fmt::format("decode streams the weights once per token, so its tokens/s moves with the read rate: "
                           "one run can be {:.2f}x another with nothing changed{}; a speed `pagoda plan` predicts from "
                           "a profile cached at one moment holds for moments like it",
@@ -87,7 +88,7 @@ void check_cpu(const DoctorFacts& f, std::vector<Finding>& out) {
               "bench/compare_builds.py); re-measure the profile with `pagoda plan --remeasure` before a prediction "
               "that matters; for steady speeds, a host with dedicated memory bandwidth";
       x.data = {{"p10_bytes_per_s", lo}, {"median_bytes_per_s", mid}, {"p90_bytes_per_s", hi},
-                {"min_bytes_per_s", v.front()}, {"max_bytes_per_s", v.back()}, {"samples", v.size()},
+                {"min_bytes_per_s", r.min}, {"max_bytes_per_s", r.max}, {"samples", n},
                 {"window_s", c.stream_window_s}};
       out.push_back(std::move(x));
     }

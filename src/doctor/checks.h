@@ -96,6 +96,13 @@ inline constexpr double kPrefixLowHitRate = 0.1;
 inline constexpr double kBandwidthSwing = 1.25;       // 90th / 10th percentile of the read-rate samples
 inline constexpr size_t kBandwidthMinSamples = 5;
 
+// The spread of the read-rate samples (nearest-rank percentiles), as the check judges it
+// and the summary reports it; `samples` must not be empty.
+struct RateSpread {
+  double min = 0, p10 = 0, median = 0, p90 = 0, max = 0;
+};
+RateSpread rate_spread(std::vector<double> samples);
+
 void check_memory(const DoctorFacts& f, std::vector<Finding>& out);
 void check_decode_bound(const DoctorFacts& f, std::vector<Finding>& out);
 void check_cpu(const DoctorFacts& f, std::vector<Finding>& out);

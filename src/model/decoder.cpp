@@ -81,8 +81,9 @@ void Model::ensure_scratch(int64_t n) {
   moe_weights_.resize(routed);
   moe_rows_.resize(routed);
   if (split_.tensor_parallel()) {
-    tp_in_.resize(static_cast<size_t>(n * tp_scratch_floats(config_)));
-    tp_out_.resize(static_cast<size_t>(n * tp_scratch_floats(config_)));
+    const size_t floats = static_cast<size_t>(n * tp_scratch_floats(config_));
+    tp_in_.resize(floats);
+    tp_out_.resize(floats);
   }
   scratch_tokens_ = n;
 }

@@ -104,7 +104,7 @@ struct HardwareProfile {
 // The plain read rate of memory on the pool's threads (bytes/s), once per `window_s`
 // for `seconds`: on a host whose bandwidth moves from second to second (a VM sharing
 // the host's memory channels with other guests), the spread of these is how far one
-// run's decode speed can be from the next's. Costs `seconds` of both threads' time.
+// run's decode speed can be from the next's. Costs `seconds` of every pool thread's time.
 std::vector<double> sample_stream(ThreadPool& pool, double seconds, double window_s = 0.1);
 
 // Measures what `want` names (duplicates ignored) on `pool`.
