@@ -99,10 +99,12 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
 
-    def compress(self, prompt: str, ratio: float, question: str = "", question_words: bool = True) -> dict:
+    def compress(self, prompt: str, ratio: float, question: str = "", question_words: bool = True,
+                 **options) -> dict:
         t0 = time.perf_counter()
-        r = self.http.post("/v1/compress", json={"prompt": prompt, "question": question, "ratio": ratio,
-                                                 "question_words": question_words})
+        body = {"prompt": prompt, "question": question, "ratio": ratio, "question_words": question_words}
+        body.update({k: v for k, v in options.items() if v is not None})
+        r = self.http.post("/v1/compress", json=body)
         r.raise_for_status()
         j = r.json()
         j["wall"] = time.perf_counter() - t0
@@ -256,6 +258,12 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--no-question-words", action="store_true",
                     help="compress without protecting the passage's words that repeat the question's")
+    ap.add_argument("--question-share", type=float,
+                    help="/v1/compress question_share: the budget share of the sentences the question is about "
+                         "(default: the server's, 0.25; 0 turns it off)")
+    ap.add_argument("--scorer-vocab", type=int,
+                    help="/v1/compress scorer_vocab: normalize over this many frequent tokens (default: the "
+                         "server's, 32768; 0: the whole vocabulary)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0, help="answer only the first N questions (0: all)")
     ap.add_argument("--sample", type=int, default=0, help="answer N questions spread evenly over the set (0: all)")
@@ -292,10 +300,12 @@ def main() -> int:
             full = server.answer(passage + "\n\n" + q["question"], a.max_tokens)
             row["full"] = full
             for r in ratios:
-                c = server.compress(passage, r, q["question"], not a.no_question_words)
+                c = server.compress(passage, r, q["question"], not a.no_question_words,
+                                    question_share=a.question_share, scorer_vocab=a.scorer_vocab)
                 ans = server.answer(c["compressed_prompt"], a.max_tokens)
                 row[f"r{r}"] = {**ans, "compress_seconds": c["wall"], "compress_server_seconds": c["seconds"],
                                 "origin_tokens": c["origin_tokens"], "compressed_tokens": c["compressed_tokens"],
+                                "scorer_vocab": c.get("scorer_vocab"),
                                 "e2e": c["wall"] + ans["seconds"]}
             row["question_seconds"] = time.perf_counter() - t_q
             rows.append(row)
@@ -332,6 +342,11 @@ def summarize(rows: list[dict], ratios: list[float]) -> dict:
             "compress_share_of_prefill": sum(x[k]["compress_seconds"] for x in rows) / prefill,
             "compress_seconds_mean": statistics.mean(x[k]["compress_seconds"] for x in rows),
         }
+        masses = [x[k]["scorer_vocab"]["mass"] for x in rows if x[k].get("scorer_vocab")]
+        if masses:
+            out[name]["scorer_vocab_mass_min"] = min(masses)
+            out[name]["scorer_vocab_exact_fallbacks"] = sum(x[k]["scorer_vocab"]["tokens"] == 0 for x in rows
+                                                            if x[k].get("scorer_vocab"))
         if long_rows:
             out[name]["e2e_seconds"] = statistics.mean(x[k]["e2e"] for x in long_rows)
     out["full_prefill_seconds_mean"] = prefill / n

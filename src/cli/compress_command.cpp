@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "cli/commands.h"
 #include "cli/common_options.h"
@@ -28,10 +29,24 @@ struct CompressArgs {
   bool no_question_words = false;
   int32_t segment_tokens = 256;
   double name_share = 0.3;
+  double question_share = CompressOptions{}.question_share;
   bool json = false;
   int32_t threads = 0;
   int32_t logits_mib = 64;
+  int32_t scorer_vocab = CompressOptions{}.vocab_subset;
 };
+
+// What the scorer normalized over: null when nothing was scored.
+nlohmann::json vocab_json(const CompressResult& r) {
+  if (std::isnan(r.vocab_mass)) return nullptr;
+  return {{"tokens", r.vocab_tokens}, {"mass", r.vocab_mass}};
+}
+
+std::string vocab_note(const CompressResult& r) {
+  if (std::isnan(r.vocab_mass)) return "";
+  if (r.vocab_tokens == 0) return fmt::format(" (exact normalizer; a subset would have held {:.3f})", r.vocab_mass);
+  return fmt::format(" (normalizer over {} tokens, {:.3f} of the probability)", r.vocab_tokens, r.vocab_mass);
+}
 
 int run_compress(const CompressArgs& a) {
   // Checked before the scorer loads, so a typo costs no model load.
@@ -58,7 +73,9 @@ int run_compress(const CompressArgs& a) {
   o.protect_question_words = !a.no_question_words;
   o.segment_tokens = a.segment_tokens;
   o.name_share = a.name_share;
+  o.question_share = a.question_share;
   o.logits_budget_bytes = static_cast<size_t>(std::max(a.logits_mib, 1)) << 20;
+  o.vocab_subset = a.scorer_vocab;
   o.granularity = a.granularity == "token" ? Granularity::kToken : Granularity::kWord;
   auto r = compress_prompt(*loaded->model, *loaded->tokenizer, parts, o);
   if (!r) return report_error(r.status());
@@ -66,14 +83,15 @@ int run_compress(const CompressArgs& a) {
   if (a.json) {
     nlohmann::json j = {{"compressed_prompt", r->prompt}, {"origin_tokens", r->origin_tokens},
                         {"compressed_tokens", r->compressed_tokens}, {"ratio", achieved},
-                        {"seconds", r->seconds}, {"token_counts", "scorer"}};
+                        {"seconds", r->seconds}, {"token_counts", "scorer"},
+                        {"scorer_vocab", vocab_json(*r)}};
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   fmt::print("{}\n", r->prompt);
   std::fflush(stdout);
-  fmt::print(stderr, "compressed {} -> {} tokens (the scorer's tokens), ratio {:.3f} (asked {:.3f}), {:.2f} s\n",
-             r->origin_tokens, r->compressed_tokens, achieved, a.ratio, r->seconds);
+  fmt::print(stderr, "compressed {} -> {} tokens (the scorer's tokens), ratio {:.3f} (asked {:.3f}), {:.2f} s{}\n",
+             r->origin_tokens, r->compressed_tokens, achieved, a.ratio, r->seconds, vocab_note(*r));
   return 0;
 }
 
@@ -97,8 +115,16 @@ Subcommand add_compress_command(CLI::App& app) {
   sub->add_option("--granularity", args->granularity, "Drop whole words (word, default) or single tokens (token)");
   sub->add_option("--name-share", args->name_share,
                   "Share of the budget that protects numbers and capitalized names (default 0.3)");
+  sub->add_option("--question-share", args->question_share,
+                  "Share of the context's budget for the sentences the question is most about, kept whole "
+                  "(default 0.25; 0: none)")
+      ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--logits-mib", args->logits_mib,
                   "Logits held at once while scoring, MiB (default 64: 64 rows of a 262k vocabulary)");
+  sub->add_option("--scorer-vocab", args->scorer_vocab,
+                  "Normalize the scorer's probabilities over this many of its most frequent tokens plus the "
+                  "context's (0: the whole vocabulary; default 32768)")
+      ->check(CLI::NonNegativeNumber);
   add_threads_option(*sub, args->threads);
   sub->add_flag("--json", args->json, "Print one JSON object: compressed_prompt, token counts, ratio, seconds");
   return {"compress", sub, [args] { return run_compress(*args); }};

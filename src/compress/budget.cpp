@@ -172,8 +172,8 @@ std::vector<bool> select_units(std::span<const Unit> units, const BudgetOptions&
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].score > units[b].score; });
   int64_t name_budget = static_cast<int64_t>(std::floor(o.name_share * static_cast<double>(target)));
   for (size_t i : order) {
-    fixed[i] = units[i].structural;
-    if (!units[i].name || units[i].structural || units[i].size() > name_budget) continue;
+    fixed[i] = units[i].structural || units[i].pinned;
+    if (!units[i].name || fixed[i] || units[i].size() > name_budget) continue;
     fixed[i] = true;
     name_budget -= units[i].size();
   }

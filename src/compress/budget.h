@@ -3,7 +3,8 @@
 // them, or single tokens), each scored by its tokens' mean self-information (bits a token
 // carries; the mean is the greedy choice for keeping the most information per token of
 // budget). Units are dropped lowest score first until the target token count is reached,
-// except: sentence-final punctuation and line breaks (the structure) always stay, and
+// except: sentence-final punctuation and line breaks (the structure) and pinned units
+// (the sentences a question is about, compress/relevance.h) always stay, and
 // numbers and capitalized names (not a sentence's first word) are protected, the highest
 // scored first, up to a share of the budget. A unit too long for what is left to drop is
 // skipped for a shorter one, so the result lands on the target when enough one-token
@@ -24,6 +25,7 @@ struct Unit {
   float score = 0;             // mean self-information of its tokens (+inf: never scored)
   bool structural = false;     // sentence-final punctuation or a line break: always kept
   bool name = false;           // a number or a capitalized name: protected within the share
+  bool pinned = false;         // in a sentence kept whole (one the question is about): always kept
   int32_t size() const { return end - begin; }
 };
 

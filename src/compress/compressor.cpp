@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "base/timer.h"
+#include "compress/relevance.h"
 #include "compress/self_information.h"
 
 namespace pagoda {
@@ -18,25 +19,49 @@ int32_t count_tokens(const Tokenizer& tok, const std::string& text) {
   return static_cast<int32_t>(tok.encode(text, /*add_special=*/false, /*parse_special=*/false).size());
 }
 
-// The sentence each token starts in: tokens are laid over the text by their bytes (an
-// SPM tokenizer's first piece carries a space the text does not have).
-std::vector<int32_t> token_sentences(std::string_view text, std::span<const std::string> pieces) {
-  const std::vector<ByteSpan> sentences = split_sentences(text);
-  std::vector<int32_t> out(pieces.size(), 0);
-  const bool dummy_space =
-      !pieces.empty() && !pieces[0].empty() && pieces[0][0] == ' ' && (text.empty() || text[0] != ' ');
-  int64_t at = dummy_space ? -1 : 0;
-  size_t s = 0;
+// The sentence each token starts in. The tokens' bytes are walked beside the text's: an
+// SPM space marker ("\u2581", whole or spelled in fallback bytes) stands for one space of
+// the text, and a space the text lacks (SPM's dummy prefix) stands for nothing; a token
+// starts where its first byte that is not a space lands.
+std::vector<int32_t> token_sentences(std::string_view text, std::span<const ByteSpan> sentences,
+                                     std::span<const std::string> pieces) {
+  static constexpr std::string_view kMarker = "\xE2\x96\x81";
+  auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+  std::string stream;
+  std::vector<size_t> first(pieces.size() + 1);
   for (size_t i = 0; i < pieces.size(); ++i) {
-    int64_t start = at;
-    for (char c : pieces[i]) {
-      if (c != ' ' && c != '\n' && c != '\t' && c != '\r') break;
-      ++start;
+    first[i] = stream.size();
+    stream += pieces[i];
+  }
+  first[pieces.size()] = stream.size();
+  std::vector<size_t> text_at(stream.size() + 1);
+  size_t s = 0, t = 0;
+  while (s < stream.size()) {
+    const bool marker = std::string_view(stream).substr(s, 3) == kMarker;
+    size_t step = 1, advance = 0;
+    if (marker && t < text.size() && text.substr(t, 3) != kMarker && space(text[t])) {
+      step = 3, advance = 1;
+    } else if (t < text.size() && stream[s] == text[t]) {
+      advance = 1;
+    } else if (marker || space(stream[s])) {
+      step = marker ? 3 : 1;  // a space the text does not have
+    } else {
+      advance = t < text.size() ? 1 : 0;  // a byte the tokenizer normalized: keep in step
     }
-    start = std::clamp<int64_t>(start, 0, static_cast<int64_t>(text.size()));
-    while (s + 1 < sentences.size() && static_cast<size_t>(start) >= sentences[s].end) ++s;
-    out[i] = static_cast<int32_t>(s);
-    at += static_cast<int64_t>(pieces[i].size());
+    for (size_t k = 0; k < step && s + k < stream.size(); ++k) text_at[s + k] = t;
+    s += step;
+    t += advance;
+  }
+  text_at[stream.size()] = t;
+  std::vector<int32_t> out(pieces.size(), 0);
+  size_t sentence = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    size_t k = first[i];
+    while (k < first[i + 1] && (space(stream[k]) || std::string_view(stream).substr(k, 3) == kMarker))
+      k += space(stream[k]) ? 1 : 3;
+    const size_t at = text_at[std::min(k, stream.size())];
+    while (sentence + 1 < sentences.size() && at >= sentences[sentence].end) ++sentence;
+    out[i] = static_cast<int32_t>(sentence);
   }
   return out;
 }
@@ -58,16 +83,8 @@ std::vector<std::pair<size_t, size_t>> segments_of(std::span<const int32_t> sent
 // Lower-cased words of four letters or more, with their counts.
 std::unordered_map<std::string, int> long_words(std::string_view text) {
   std::unordered_map<std::string, int> out;
-  std::string w;
-  for (size_t i = 0; i <= text.size(); ++i) {
-    const char c = i < text.size() ? text[i] : ' ';
-    if (std::isalnum(static_cast<unsigned char>(c))) {
-      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      continue;
-    }
+  for (const std::string& w : text_words(text))
     if (w.size() >= 4) ++out[w];
-    w.clear();
-  }
   return out;
 }
 
@@ -84,6 +101,18 @@ std::unordered_set<std::string> question_words(std::string_view question, std::s
     if (it != in_context.end() && it->second <= kRareWord) out.insert(w);
   }
   return out;
+}
+
+// The sentences kept whole because the question is about them (relevance.h), within
+// question_share of the context's target.
+std::vector<bool> question_sentences(const PromptParts& parts, std::span<const ByteSpan> spans,
+                                     std::span<const int32_t> sentence, int32_t ctx_target, const CompressOptions& o) {
+  if (!(o.question_share > 0.0) || parts.question.find_first_not_of(" \t\r\n") == std::string::npos)
+    return std::vector<bool>(spans.size(), false);
+  std::vector<int32_t> sizes(spans.size(), 0);
+  for (int32_t s : sentence) ++sizes[static_cast<size_t>(s)];
+  const auto budget = static_cast<int64_t>(std::floor(o.question_share * ctx_target));
+  return pick_sentences(sentence_relevance(parts.context, spans, parts.question), sizes, budget);
 }
 
 std::string unit_word(std::span<const std::string> pieces, const Unit& u) {
@@ -160,11 +189,19 @@ Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, cons
     std::vector<std::string> pieces;
     pieces.reserve(ids.size());
     for (int32_t id : ids) pieces.push_back(tok.token_to_bytes(id));
-    const std::vector<int32_t> sentence = token_sentences(parts.context, pieces);
+    const std::vector<ByteSpan> spans = split_sentences(parts.context);
+    const std::vector<int32_t> sentence = token_sentences(parts.context, spans, pieces);
+    const std::vector<bool> pinned = question_sentences(parts, spans, sentence, ctx_target, o);
     const Vocab& v = tok.vocab();
     const bool bos = v.add_bos && v.bos >= 0;
     auto session = ScorerSession::create(scorer, scored_positions(tok, t), o.logits_budget_bytes);
     if (!session) return session.status();
+    if (o.vocab_subset > 0 && o.vocab_subset < scorer.config().n_vocab) {
+      // The context's own tokens from the start: every segment normalized over one set.
+      std::vector<int32_t> subset = frequent_tokens(v, o.vocab_subset);
+      subset.insert(subset.end(), ids.begin(), ids.end());
+      session->use_subset(std::move(subset), o.min_vocab_mass);
+    }
     if (bos) {
       const int32_t b = v.bos;
       if (Status st = session->append(std::span<const int32_t>(&b, 1)); !st) return st;
@@ -183,6 +220,7 @@ Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, cons
       if (!info) return info.status();
       auto units = make_units(std::span<const std::string>(pieces).subspan(b, e - b), *info,
                               std::span<const int32_t>(sentence).subspan(b, e - b), o.granularity);
+      for (Unit& u : units) u.pinned = pinned[static_cast<size_t>(sentence[b + static_cast<size_t>(u.begin)])];
       if (!asked.empty() && o.granularity == Granularity::kWord)
         for (Unit& u : units)
           if (!u.structural && asked.count(unit_word(std::span<const std::string>(pieces).subspan(b, e - b), u)))
@@ -203,6 +241,8 @@ Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, cons
       }
     }
     r.context = tok.decode(kept);
+    r.vocab_tokens = session->subset_in_use() ? session->subset_size() : 0;
+    r.vocab_mass = session->subset_mass();
   }
   PromptParts out = parts;
   out.context = r.context;

@@ -9,6 +9,15 @@
 // truncate() rolls the sequence back, which is how the iterative compressor
 // replaces a scored segment by its compressed form.
 //
+// With use_subset(), the normalizer is taken over a subset of the vocabulary (the most
+// frequent tokens plus every token scored, model/output_subset.h) instead of all of it:
+// a score is then -log of the token's probability renormalized over the subset, lower
+// than the exact one by -log(the subset's share of the row's probability), the same for
+// every token of a row. Gemma 3's 262,144 x 640 head costs more per token than its 18
+// layers; 32,768 tokens of it cost an eighth. The share is measured, not assumed: the
+// session's first piece of rows runs with the whole head and gives each row's share; when
+// their mean is under min_mass the session stays exact (subset_mass() says what was seen).
+//
 // Cost: one forward pass over the scored tokens (plus one token of overlap per call);
 // append() runs tokens without logits. Memory: the model's KV for `capacity` positions
 // and one piece of logits.
@@ -19,12 +28,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "base/status.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/output_subset.h"
 
 namespace pagoda {
 
@@ -42,6 +54,16 @@ class ScorerSession {
   Status append(std::span<const int32_t> tokens);
   // Keeps the first n tokens (later positions are overwritten by what comes next).
   void truncate(size_t n);
+  // Normalizes over `frequent` (e.g. tokenizer's frequent_tokens; repeats are ignored)
+  // plus the tokens scored, from the next score() on; see above. Call before the first
+  // score(); a later score() bringing new ids grows the subset, so pass every id the
+  // session will score for one normalizer throughout.
+  void use_subset(std::vector<int32_t> frequent, double min_mass = 0.9);
+  // The mean share of the probability the subset held in the rows checked (NaN before
+  // any), and whether the session scores with the subset (false: exact).
+  double subset_mass() const { return subset_mass_; }
+  bool subset_in_use() const { return subset_on_ && subset_ok_; }
+  int64_t subset_size() const { return subset_ ? subset_->size() : 0; }
   size_t size() const { return history_.size(); }
   std::span<const int32_t> history() const { return history_; }
 
@@ -50,6 +72,8 @@ class ScorerSession {
   // Runs history_[kv_len_, history_.size() - 1) without logits: everything but the last
   // token, whose row score() needs.
   Status sync();
+  // Makes the subset hold every id of tokens (rebuilding it when one is missing).
+  Status cover(std::span<const int32_t> tokens);
 
   Model* model_;
   KvCache kv_;
@@ -59,6 +83,11 @@ class ScorerSession {
   size_t kv_len_ = 0;  // tokens of history_ whose keys/values are in kv_
   std::vector<float> logits_;
   std::vector<int32_t> input_;
+  bool subset_on_ = false, subset_checked_ = false, subset_ok_ = false;
+  double subset_min_mass_ = 0.9;
+  double subset_mass_ = std::numeric_limits<double>::quiet_NaN();
+  std::vector<int32_t> frequent_;
+  std::optional<OutputSubset> subset_;
 };
 
 // The self-information of every token of `tokens` from scratch (the first is +infinity).

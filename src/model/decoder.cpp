@@ -19,6 +19,7 @@
 #include "model/arch_spec.h"
 #include "model/for_each_token.h"
 #include "model/model.h"
+#include "model/output_subset.h"
 
 namespace pagoda {
 namespace {
@@ -174,7 +175,7 @@ Status Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, K
   // the piece holding a sequence's last token produces its logits. An encoder's sequence
   // is never cut (its tokens see one another): it starts a piece of its own when it does
   // not fit the rest of one, and a longer one is a piece by itself.
-  const int64_t V = config_.n_vocab;
+  const int64_t V = head().rows;
   const int64_t E = config_.n_embd;
   int32_t n_slots = 0;
   for (const BatchSeq& s : seqs) n_slots += s.pool != Pooling::kNone ? 1 : 0;
@@ -224,7 +225,10 @@ Status Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, K
   return Status::ok();
 }
 
-Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* logits, bool all_logits) {
+const WeightView& Model::head() const { return subset_ != nullptr ? subset_->view() : weights_.output; }
+
+Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* logits, bool all_logits,
+                      const OutputSubset* subset) {
   const ModelConfig& c = config_;
   if (tokens.empty()) return error("forward: no tokens");
   if (!kv.ok()) return error("the KV cache could not be allocated");
@@ -244,7 +248,13 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
     return error("this {} model has no output head: it gives embeddings, not logits", c.arch_name);
   if (!c.causal && pos0 != 0)
     return error("forward: an encoder's sequence runs whole from position 0 (this one starts at {})", pos0);
-  return run_timed(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
+  if (subset != nullptr && subset->view().cols != weights_.output.cols)
+    return error("forward: the output subset was made from another model");
+  // Only for this call: the engine's forward(batch) always has the whole head.
+  subset_ = subset;
+  Status st = run_timed(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
+  subset_ = nullptr;
+  return st;
 }
 
 Status Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
@@ -559,10 +569,11 @@ Status Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool 
   // Split by tensor or pipeline parallelism, this rank's slice of the vocabulary (all of
   // it on a last stage without tensor ranks), for rank 0 to collect.
   const bool split = split_.tensor_parallel() || split_.pipelined();
-  const int64_t V = weights_.output.rows;
+  const WeightView& w = head();
+  const int64_t V = w.rows;
   if (split) tp_logits_.resize(static_cast<size_t>(rows * V));
   float* out = split ? tp_logits_.data() : logits;
-  matmul(weights_.output, xn_.data(), rows, out, *pool_);
+  matmul(w, xn_.data(), rows, out, *pool_);
   if (c.logit_scale != 1.0f) {
     // ggml multiplies by the reciprocal, so the bits follow llama.cpp's.
     for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(out + r * V, 1.0f / c.logit_scale, V); });

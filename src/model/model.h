@@ -29,6 +29,7 @@
 namespace pagoda {
 
 class GgufFile;
+class OutputSubset;
 
 // Sees each such input (n_tokens rows of cols floats) just before its matrices run.
 // expert: -1 for the layer's own matrices (an MoE layer's kFfn is the input its router and
@@ -101,10 +102,12 @@ class Model {
   Status forward(const Batch& batch, KvStorage& kv, float* logits, float* pooled = nullptr);
 
   // logits: n_vocab floats for the last token, or n_tokens * n_vocab with all_logits.
+  // With a subset (model/output_subset.h, made from this model), each row is the subset's
+  // logits instead: subset->size() floats in its order.
   // Fails (changing nothing) on token ids outside the vocabulary or when the tokens do
   // not fit in the cache.
   Status forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* logits,
-                 bool all_logits = false);
+                 bool all_logits = false, const OutputSubset* subset = nullptr);
 
  private:
   Model() = default;
@@ -146,6 +149,11 @@ class Model {
   Status output_logits(std::span<const BatchSeq> seqs, float* logits, bool all_logits);
   void ensure_scratch(int64_t n);
   void release_embedding_row(int32_t token) const;
+
+  // The head logits come from: weights_.output, or during a forward(tokens, ...) given a
+  // subset, the subset's rows.
+  const WeightView& head() const;
+  const OutputSubset* subset_ = nullptr;
 
   ModelConfig config_;
   ModelWeights weights_;

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <filesystem>
 
 #include "base/log.h"
@@ -135,6 +137,17 @@ std::variant<std::string, ApiError> serve_compress(const ServerContext& ctx, con
     if (!it->is_boolean()) return ApiError::bad_request(fmt::format("'{}': must be true or false", name), name);
     *out = it->get<bool>();
   }
+  if (auto it = j.find("question_share"); it != j.end() && !it->is_null()) {
+    if (!it->is_number() || !(it->get<double>() >= 0.0 && it->get<double>() <= 1.0))
+      return ApiError::bad_request("'question_share': must be a number in [0, 1]", "question_share");
+    o.question_share = it->get<double>();
+  }
+  if (auto it = j.find("scorer_vocab"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX)
+      return ApiError::bad_request("'scorer_vocab': must be a non-negative integer (0: the whole vocabulary)",
+                                   "scorer_vocab");
+    o.vocab_subset = static_cast<int32_t>(it->get<int64_t>());
+  }
   auto p = j.find("prompt");
   auto m = j.find("messages");
   const bool has_p = p != j.end() && !p->is_null(), has_m = m != j.end() && !m->is_null();
@@ -151,6 +164,8 @@ std::variant<std::string, ApiError> serve_compress(const ServerContext& ctx, con
     const CompressResult* r = &std::get<CompressResult>(ran);
     out = {{"compressed_prompt", r->prompt}, {"origin_tokens", r->origin_tokens},
            {"compressed_tokens", r->compressed_tokens}, {"seconds", r->seconds}};
+    if (!std::isnan(r->vocab_mass))
+      out["scorer_vocab"] = {{"tokens", r->vocab_tokens}, {"mass", r->vocab_mass}};
   } else {
     if (!m->is_array() || m->empty()) return ApiError::bad_request("'messages': must be a non-empty list", "messages");
     std::vector<std::string> contents;

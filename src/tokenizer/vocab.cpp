@@ -221,4 +221,22 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& f) {
   return v;
 }
 
+std::vector<int32_t> frequent_tokens(const Vocab& v, int32_t k) {
+  std::vector<int32_t> ids;
+  const int32_t n = static_cast<int32_t>(v.pieces.size());
+  ids.reserve(static_cast<size_t>(n));
+  for (int32_t id = 0; id < n; ++id) {
+    const TokenType t = v.type(id);
+    const bool eog = std::find(v.eog.begin(), v.eog.end(), id) != v.eog.end();
+    if ((t == TokenType::kControl || t == TokenType::kUnused || t == TokenType::kUnknown) && !eog) continue;
+    ids.push_back(id);
+  }
+  if (v.scores.size() == v.pieces.size())
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+      return v.scores[static_cast<size_t>(a)] > v.scores[static_cast<size_t>(b)];
+    });
+  if (k >= 0 && static_cast<size_t>(k) < ids.size()) ids.resize(static_cast<size_t>(k));
+  return ids;
+}
+
 }  // namespace pagoda

@@ -59,4 +59,11 @@ struct Vocab {
   void fill_eog();
 };
 
+// The k tokens (all, when fewer) a text most likely holds, most frequent first, as the
+// vocabulary ranks them: by SentencePiece score (higher first) where the file has scores,
+// else by id (a byte-level BPE's ids follow its merge order, the most frequent pairs
+// merged first). Control, unused and unknown tokens are left out, except the
+// end-of-generation ones. O(n log n) in the vocabulary.
+std::vector<int32_t> frequent_tokens(const Vocab& v, int32_t k);
+
 }  // namespace pagoda

@@ -61,6 +61,22 @@ TEST(Budget, KeepsStructureAlwaysAndNamesWithinTheirShare) {
   EXPECT_FALSE(keep0[2]);
 }
 
+TEST(Budget, PinnedUnitsStayAndSpendNoNameShare) {
+  std::vector<Unit> u = flat_units({0.1f, 0.2f, 0.3f, 0.4f, 5, 6, 7, 8, 9, 10});
+  u[0].pinned = true;  // in a sentence the question is about: the lowest score, kept
+  u[1].pinned = true;
+  u[1].name = true;    // a pinned name needs no share ...
+  u[2].name = true;    // ... so the share (1 token) still protects this one
+  const auto keep = select_units(u, BudgetOptions{4, 0.3});
+  EXPECT_TRUE(keep[0]);
+  EXPECT_TRUE(keep[1]);
+  EXPECT_TRUE(keep[2]);
+  EXPECT_EQ(kept_tokens(u, keep), 4);
+  // The rest is dropped harder to make room: only the best-scored free unit stays.
+  EXPECT_TRUE(keep[9]);
+  for (size_t i = 3; i < 9; ++i) EXPECT_FALSE(keep[i]) << i;
+}
+
 TEST(Budget, KeepsAllUnderTheTarget) {
   const auto u = flat_units({1, 2, 3});
   EXPECT_EQ(select_units(u, BudgetOptions{3, 0.3}), std::vector<bool>(3, true));

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <numeric>
+#include <algorithm>
 #include <vector>
 
 #include "gguf/gguf_file.h"
@@ -122,6 +124,91 @@ TEST_F(SelfInformationTest, RefusesWhatDoesNotFit) {
   const std::vector<int32_t> bad = {1, 99999};
   EXPECT_FALSE(s->score(bad).is_ok());
   EXPECT_FALSE(ScorerSession::create(*model_, model_->config().n_ctx_train + 1).is_ok());
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+class SubsetScoresTest : public SelfInformationTest {
+ protected:
+  // -log of each token's probability renormalized over `subset`, and each row's share of
+  // the probability the subset holds, from the full logits in long double.
+  void reference_over(const std::vector<int32_t>& tokens, const std::vector<int32_t>& subset,
+                      std::vector<double>& scores, std::vector<double>& share) {
+    const int32_t V = model_->config().n_vocab;
+    KvCache kv = model_->make_cache(static_cast<int32_t>(tokens.size()));
+    std::vector<float> logits(tokens.size() * static_cast<size_t>(V));
+    ASSERT_TRUE(model_->forward(tokens, 0, kv, logits.data(), true).is_ok());
+    scores.assign(tokens.size(), std::numeric_limits<double>::infinity());
+    share.assign(tokens.size(), 0.0);
+    for (size_t p = 0; p + 1 < tokens.size(); ++p) {
+      const float* row = logits.data() + p * V;
+      long double all = 0, in = 0;
+      for (int32_t i = 0; i < V; ++i) all += std::exp(static_cast<long double>(row[i]));
+      for (int32_t id : subset) in += std::exp(static_cast<long double>(row[id]));
+      scores[p + 1] = static_cast<double>(std::log(in) - row[tokens[p + 1]]);
+      share[p + 1] = static_cast<double>(in / all);
+    }
+  }
+};
+
+TEST_F(SubsetScoresTest, RenormalizeOverTheSubsetAndMeasureItsShareOnTheFirstPiece) {
+  const auto tokens = sample_tokens(70);
+  // 100 low ids (the first token of the sample is among them) plus the tokens scored.
+  std::vector<int32_t> frequent(100);
+  std::iota(frequent.begin(), frequent.end(), 0);
+  std::vector<int32_t> subset = frequent;
+  for (int32_t t : tokens)
+    if (std::find(subset.begin(), subset.end(), t) == subset.end()) subset.push_back(t);
+  std::vector<double> want, share;
+  reference_over(tokens, subset, want, share);
+  const size_t row = static_cast<size_t>(model_->config().n_vocab) * sizeof(float);
+  auto s = ScorerSession::create(*model_, 70, 3 * row);
+  ASSERT_TRUE(s.is_ok());
+  s->use_subset(frequent, /*min_mass=*/0.0);
+  auto got = s->score(tokens);
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_TRUE(s->subset_in_use());
+  EXPECT_EQ(s->subset_size(), static_cast<int64_t>(subset.size()));
+  EXPECT_TRUE(std::isinf((*got)[0]));
+  // Pieces of 3 full rows, then of the narrower rows the budget holds: other piece sizes
+  // than the reference's single pass (see the tolerance above).
+  for (size_t i = 1; i < tokens.size(); ++i) EXPECT_NEAR((*got)[i], want[i], 2e-3) << "token " << i;
+  // The first piece (3 rows, predicting tokens 1..3) ran with the whole head.
+  EXPECT_NEAR(s->subset_mass(), (share[1] + share[2] + share[3]) / 3, 1e-4);
+  EXPECT_LT(s->subset_mass(), 1.0);
+}
+
+TEST_F(SubsetScoresTest, StaysExactWhenTheSubsetHoldsTooLittle) {
+  const auto tokens = sample_tokens(40);
+  const auto exact = reference(tokens);
+  std::vector<int32_t> frequent(50);
+  std::iota(frequent.begin(), frequent.end(), 0);
+  auto s = ScorerSession::create(*model_, 40, 3 * model_->config().n_vocab * sizeof(float));
+  ASSERT_TRUE(s.is_ok());
+  s->use_subset(frequent, /*min_mass=*/0.999);
+  auto got = s->score(tokens);
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_FALSE(s->subset_in_use());
+  EXPECT_LT(s->subset_mass(), 0.999);
+  for (size_t i = 1; i < tokens.size(); ++i) EXPECT_NEAR((*got)[i], exact[i], 2e-3) << "token " << i;
+}
+
+TEST_F(SubsetScoresTest, TokensScoredLaterJoinTheSubset) {
+  const auto tokens = sample_tokens(30);
+  auto s = ScorerSession::create(*model_, 40, 3 * model_->config().n_vocab * sizeof(float));
+  ASSERT_TRUE(s.is_ok());
+  s->use_subset({0, 1, 2, 3}, 0.0);
+  ASSERT_TRUE(s->score(std::span<const int32_t>(tokens).first(10)).is_ok());
+  const int64_t before = s->subset_size();
+  const std::vector<int32_t> fresh = {511, 510, 509};
+  auto got = s->score(fresh);
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_EQ(s->subset_size(), before + 3);
+  for (float x : *got) EXPECT_TRUE(std::isfinite(x) && x >= 0.0f);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 the ratio is reached, the instruction and question come back whole, sentence-final
 punctuation and line breaks stay, whole words are dropped (never pieces of one), and
 bad input is one clear error line."""
+import difflib
 import json
 import re
 import subprocess
@@ -130,7 +131,72 @@ def test_tiny_question_words_are_protected(pagoda_bin, tiny, tmp_path):
     got = set(re.findall(r"[a-z]+", context))
     assert {"neighbour", "chestnut", "fence"} <= got, got
     r = compress(pagoda_bin, tiny, "--ratio", "0.5", "--name-share", "0.6", "--json", "--question", question,
-                 "--no-question-words",
+                 "--no-question-words", "--question-share", "0",
                  tmp_path=tmp_path)
     context = json.loads(r.stdout)["compressed_prompt"][:-len(question)]
     assert not {"neighbour", "chestnut", "fence"} <= set(re.findall(r"[a-z]+", context)), asked
+
+
+ASKED = "One day a neighbour named Kantaro came over the fence to steal the chestnuts."
+
+
+def spaced(text):
+    # The tiny vocabulary has no piece for a space before a capital: SentencePiece's
+    # marker comes back spelled in bytes.
+    return text.replace("\u2581", " ")
+
+
+def test_tiny_the_sentence_the_question_is_about_stays_whole(pagoda_bin, tiny, tmp_path):
+    question = "Who came over the fence to steal the chestnuts?"
+    # The tiny vocabulary spells words letter by letter: the sentence (68 tokens) needs
+    # half of the context's budget at 2x.
+    args = ["--ratio", "0.5", "--json", "--question", question, "--no-question-words"]
+    j = json.loads(compress(pagoda_bin, tiny, *args, "--question-share", "0.5", tmp_path=tmp_path).stdout)
+    assert abs(j["compressed_tokens"] / j["origin_tokens"] - 0.5) < 0.06, j
+    assert ASKED in spaced(j["compressed_prompt"]), j["compressed_prompt"]
+    # Too long for the default share, or no share: pruned like the rest (the scorer is random).
+    for share in ("0.25", "0"):
+        j = json.loads(compress(pagoda_bin, tiny, *args, "--question-share", share, tmp_path=tmp_path).stdout)
+        assert ASKED not in spaced(j["compressed_prompt"])
+    # Without a question nothing is pinned.
+    j = json.loads(compress(pagoda_bin, tiny, "--ratio", "0.5", "--question-share", "0.5", "--json",
+                            tmp_path=tmp_path).stdout)
+    assert ASKED not in spaced(j["compressed_prompt"])
+
+
+def test_tiny_a_subset_that_holds_too_little_falls_back_to_the_exact_normalizer(pagoda_bin, tiny, tmp_path):
+    # 512 tokens: the default subset (32,768) is the whole vocabulary, so exact.
+    exact = json.loads(compress(pagoda_bin, tiny, "--ratio", "0.5", "--json", tmp_path=tmp_path).stdout)
+    assert exact["scorer_vocab"] is None
+    # 100 frequent tokens plus the text's hold far less than 0.9 of a random model's rows.
+    r = compress(pagoda_bin, tiny, "--ratio", "0.5", "--json", "--scorer-vocab", "100", tmp_path=tmp_path)
+    j = json.loads(r.stdout)
+    assert j["scorer_vocab"]["tokens"] == 0 and 0 < j["scorer_vocab"]["mass"] < 0.9, j["scorer_vocab"]
+    assert j["compressed_prompt"] == exact["compressed_prompt"]
+    r = compress(pagoda_bin, tiny, "--ratio", "0.5", "--scorer-vocab", "100", tmp_path=tmp_path)
+    assert "(exact normalizer; a subset would have held 0." in r.stderr, r.stderr
+
+
+def kept_share(exact, approx):
+    """The share of the exact result's words the approximate one keeps, in order."""
+    a, b = exact.split(), approx.split()
+    same = sum(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+    return same / len(a)
+
+
+def test_gemma_frequent_token_normalizer_keeps_what_the_exact_one_keeps(pagoda_bin, tmp_path):
+    gemma = cached_model("gemma-3-270m-q4_k_m.gguf", "`pagoda pull` (scripts/fetch_test_data)")
+    book = CACHE / "eval" / "botchan.txt"
+    if not book.exists():
+        oracle_missing(f"{book} is not present (scripts/fetch_eval_text)")
+    text = book.read_text()[30000:38000]
+    for ratio in ("0.5", "0.25"):
+        exact = json.loads(compress(pagoda_bin, gemma, "--ratio", ratio, "--json", "--scorer-vocab", "0", text=text,
+                                    tmp_path=tmp_path).stdout)
+        assert exact["scorer_vocab"] is None
+        j = json.loads(compress(pagoda_bin, gemma, "--ratio", ratio, "--json", text=text, tmp_path=tmp_path).stdout)
+        # The 32,768 most frequent of 262,144 tokens plus the text's hold most of each row's
+        # probability, and the ranking of the words hardly moves.
+        assert j["scorer_vocab"]["tokens"] >= 32768 and 0.9 < j["scorer_vocab"]["mass"] < 1.0, j["scorer_vocab"]
+        assert j["compressed_tokens"] == pytest.approx(exact["compressed_tokens"], abs=3)
+        assert kept_share(exact["compressed_prompt"], j["compressed_prompt"]) >= 0.95

@@ -52,6 +52,21 @@ def test_compress_endpoint_prompt(server):
     assert compress(server, prompt=CONTEXT, ratio=1)["compressed_prompt"] == CONTEXT
 
 
+def test_compress_endpoint_question_share_and_scorer_vocab(server):
+    asked = "One day a neighbour named Kantaro came over the fence to steal the chestnuts."
+    body = dict(prompt=CONTEXT, question="Who came over the fence to steal the chestnuts?", ratio=0.5,
+                question_words=False)
+    # The tiny vocabulary spells words by letters (and a space before a capital in bytes).
+    spaced = lambda j: j["compressed_prompt"].replace("\u2581", " ")  # noqa: E731
+    assert asked in spaced(compress(server, **body, question_share=0.6))
+    assert asked not in spaced(compress(server, **body, question_share=0))
+    # The tiny vocabulary is smaller than the default subset: exact, nothing to report;
+    # a subset of 100 holds too little of a random model's rows and falls back to exact.
+    assert "scorer_vocab" not in compress(server, **body)
+    j = compress(server, **body, scorer_vocab=100)
+    assert j["scorer_vocab"]["tokens"] == 0 and j["scorer_vocab"]["mass"] < 0.9, j
+
+
 def test_compress_endpoint_messages_keeps_the_last_question_whole(server):
     msgs = [{"role": "system", "content": "You answer questions about stories."},
             {"role": "user", "content": CONTEXT + "\n\n" + QUESTION}]
@@ -101,6 +116,10 @@ def test_chat_option_applies_what_the_endpoint_gives(client, server):
     ({"messages": [{"role": "system", "content": "x"}], "ratio": 0.5}, "messages"),
     ({"prompt": CONTEXT, "iterative": "yes"}, "iterative"),
     ({"prompt": CONTEXT, "question_words": 1}, "question_words"),
+    ({"prompt": CONTEXT, "question_share": 1.5}, "question_share"),
+    ({"prompt": CONTEXT, "question_share": "all"}, "question_share"),
+    ({"prompt": CONTEXT, "scorer_vocab": -1}, "scorer_vocab"),
+    ({"prompt": CONTEXT, "scorer_vocab": 0.5}, "scorer_vocab"),
 ])
 def test_compress_endpoint_bad_input_is_a_400_naming_the_field(server, body, param):
     r = server.post("/v1/compress", json=body)

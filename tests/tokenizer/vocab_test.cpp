@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -141,6 +142,39 @@ TEST_F(VocabFromGguf, MissingTokensIsAnError) {
   auto v = load();
   ASSERT_FALSE(v.is_ok());
   EXPECT_NE(v.status().message().find("tokenizer.ggml.tokens"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+Vocab ranked_vocab(std::vector<float> scores, std::vector<TokenType> types) {
+  Vocab v;
+  for (size_t i = 0; i < std::max(scores.size(), types.size()); ++i) v.pieces.push_back(std::to_string(i));
+  v.scores = std::move(scores);
+  v.types = std::move(types);
+  return v;
+}
+
+TEST(FrequentTokens, SentencePieceScoresRankHighestFirstAndTiesKeepIdOrder) {
+  using T = TokenType;
+  Vocab v = ranked_vocab({-1000, -1000, -5, -1, -3, 0, -1, -9},
+                         {T::kControl, T::kUnknown, T::kNormal, T::kNormal, T::kNormal, T::kByte, T::kNormal,
+                          T::kUserDefined});
+  EXPECT_EQ(frequent_tokens(v, 100), (std::vector<int32_t>{5, 3, 6, 4, 2, 7}));
+  EXPECT_EQ(frequent_tokens(v, 3), (std::vector<int32_t>{5, 3, 6}));
+  EXPECT_TRUE(frequent_tokens(v, 0).empty());
+}
+
+TEST(FrequentTokens, ByteLevelBpeRanksByIdAndKeepsEndOfGeneration) {
+  using T = TokenType;
+  Vocab v = ranked_vocab({}, {T::kNormal, T::kNormal, T::kControl, T::kNormal, T::kUnused, T::kControl});
+  v.eos = 5;
+  v.fill_eog();
+  // Control tokens cannot follow text, but the end of generation can.
+  EXPECT_EQ(frequent_tokens(v, 10), (std::vector<int32_t>{0, 1, 3, 5}));
 }
 
 }  // namespace

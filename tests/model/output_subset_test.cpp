@@ -1,0 +1,98 @@
+// An output head over a subset of the vocabulary (model/output_subset.h): each row of
+// logits is the full head's logits at the subset's ids, in the subset's order, for a
+// row-major head and for one packed into panels; what cannot be a subset is refused.
+#include "model/output_subset.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/matmul/packed_weights.h"
+#include "model/model.h"
+#include "model/random_model.h"
+
+namespace pagoda {
+namespace {
+
+class OutputSubsetTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("pagoda_output_subset_" + std::string(dtype_name(GetParam())) + ".gguf"))
+                .string();
+    RandomModelSpec s;
+    s.type = GetParam();
+    s.dim = 128;
+    s.ff = 256;
+    s.vocab = 1000;
+    ASSERT_TRUE(write_random_model(s, path_).is_ok());
+    auto f = GgufFile::open(path_);
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    file_ = std::make_unique<GgufFile>(std::move(f.value()));
+    auto m = Model::load(*file_, pool_);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    model_ = std::move(m.value());
+  }
+
+  std::string path_;
+  ThreadPool pool_{2};
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Model> model_;
+};
+
+TEST_P(OutputSubsetTest, RowsAreTheFullLogitsAtTheSubsetsIds) {
+  const int32_t V = model_->config().n_vocab;
+  // Out of order, spread over the vocabulary, 37 of them: the last panel is partial.
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 37; ++i) ids.push_back((i * 271 + 5) % V);
+  auto subset = OutputSubset::make(*model_, ids);
+  ASSERT_TRUE(subset.is_ok()) << subset.status().message();
+  EXPECT_EQ(subset->size(), 37);
+  EXPECT_EQ(subset->view().packed != nullptr, model_->weights().output.packed != nullptr);
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(subset->column(ids[i]), static_cast<int32_t>(i));
+  EXPECT_EQ(subset->column(1), -1);
+  EXPECT_EQ(subset->column(V), -1);
+
+  std::vector<int32_t> tokens(40);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 97 + 3) % V);
+  std::vector<float> full(tokens.size() * static_cast<size_t>(V)), part(tokens.size() * ids.size());
+  KvCache a = model_->make_cache(64), b = model_->make_cache(64);
+  ASSERT_TRUE(model_->forward(tokens, 0, a, full.data(), /*all_logits=*/true).is_ok());
+  ASSERT_TRUE(model_->forward(tokens, 0, b, part.data(), /*all_logits=*/true, &*subset).is_ok());
+  // Each logit is its row's dot product with the same activations, whichever rows
+  // stand beside it: the same bits.
+  for (size_t r = 0; r < tokens.size(); ++r)
+    for (size_t i = 0; i < ids.size(); ++i)
+      ASSERT_EQ(part[r * ids.size() + i], full[r * static_cast<size_t>(V) + static_cast<size_t>(ids[i])])
+          << "row " << r << " id " << ids[i];
+
+  // The last token's row alone (a GEMV, not the tile above: compared with the whole
+  // head's GEMV), and the whole head again after it: the subset was for one call only.
+  std::vector<float> last(ids.size()), whole(static_cast<size_t>(V)), again(static_cast<size_t>(V));
+  KvCache c = model_->make_cache(64), d = model_->make_cache(64), e = model_->make_cache(64);
+  ASSERT_TRUE(model_->forward(tokens, 0, c, whole.data()).is_ok());
+  ASSERT_TRUE(model_->forward(tokens, 0, d, last.data(), false, &*subset).is_ok());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(last[i], whole[static_cast<size_t>(ids[i])]);
+  ASSERT_TRUE(model_->forward(tokens, 0, e, again.data()).is_ok());
+  EXPECT_EQ(again, whole);
+}
+
+TEST_P(OutputSubsetTest, RefusesWhatIsNoSubset) {
+  const int32_t V = model_->config().n_vocab;
+  EXPECT_FALSE(OutputSubset::make(*model_, std::vector<int32_t>{}).is_ok());
+  EXPECT_FALSE(OutputSubset::make(*model_, std::vector<int32_t>{1, 2, 1}).is_ok());
+  EXPECT_FALSE(OutputSubset::make(*model_, std::vector<int32_t>{0, V}).is_ok());
+  EXPECT_FALSE(OutputSubset::make(*model_, std::vector<int32_t>{-1}).is_ok());
+  std::vector<int32_t> all(static_cast<size_t>(V));
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_TRUE(OutputSubset::make(*model_, all).is_ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, OutputSubsetTest, ::testing::Values(DType::F32, DType::Q8_0, DType::Q4_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace pagoda
