@@ -362,7 +362,7 @@ void Engine::propose_drafts() {
   for (Sequence* s : scheduler_->running()) {
     // Decode only: a sample's last token is its only uncomputed one.
     const RequestParams& p = *s->params;
-    if (s->status != SeqStatus::kRunning || s->padding || s->constraint || s->pool != Pooling::kNone ||
+    if (s->status != SeqStatus::kRunning || s->padding || s->pool != Pooling::kNone ||
         s->num_computed != s->len() - 1 ||
         (p.n > 1 && !s->forked) || at_length(*s))
       continue;
@@ -461,6 +461,14 @@ int32_t Engine::verify_drafts(const Speculation& sp, size_t first_row, std::vect
     if (d.copy) {
       draw_rows_[0].assign(row.begin(), row.end());
       row = draw_rows_[0];
+    }
+    // A constrained sequence's grammar has taken the drafts before this row (append_token
+    // below), so its mask is the one plain decoding would apply here; a draft it forbids
+    // has no probability and is rejected.
+    if (s.constraint) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s.constraint->mask(row);
+      d.mask_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     // A draft is kept with the probability the sequence's sampler gives it (greedy: when it
     // is the argmax); after the last draft, a plain draw.
@@ -570,6 +578,12 @@ Result<std::vector<StepOutput>> Engine::step() {
   std::vector<RequestId> done;
   for (auto [t, finished] : verified) {
     RequestRecord& r = requests_.at(t->request);
+    // What the grammar forces after the verified tokens, as after a plain draw.
+    if (!finished) {
+      forced_.clear();
+      finished = fast_forward(*t, forced_);
+      for (StepOutput& o : forced_) outputs.push_back(std::move(o));
+    }
     if (finished) forget_drafts(*t);
     if (!scheduler_->settle(t, finished)) continue;
     if (finished && --r.live == 0) done.push_back(t->request);

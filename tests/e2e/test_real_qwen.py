@@ -125,6 +125,51 @@ def test_draft_model_speculation_keeps_the_greedy_text(pagoda_bin, tmp_path):
     assert got["config"] == got["plain"]
 
 
+PEOPLE = """Staff list of the Matsuyama middle school, 1906:
+- Hotta, head teacher of mathematics, age 31, from Aizu.
+- Koga, teacher of English, age 27, from Matsuyama.
+- Yoshikawa, teacher of drawing, age 40, from Edo.
+- Kiyo, housekeeper, age 63, from Tokyo.
+"""
+
+PEOPLE_SCHEMA = {"type": "object", "properties": {"staff": {"type": "array", "items": {
+    "type": "object", "properties": {"name": {"type": "string"}, "role": {"type": "string"},
+                                     "age": {"type": "integer"}, "from": {"type": "string"}},
+    "required": ["name", "role", "age", "from"], "additionalProperties": False}}},
+    "required": ["staff"], "additionalProperties": False}
+
+
+def test_prompt_lookup_speculation_keeps_constrained_json(pagoda_bin):
+    """A json_schema request that copies facts from its prompt (input-grounded, so prompt
+    lookup drafts well): with speculation the document is the plain server's, token for
+    token, and valid; drafts are accepted through the grammar's masks (about half of them
+    here)."""
+    name = "qwen2.5-coder-0.5b-instruct"
+    cached(name)
+    body = {"model": name, "temperature": 0, "max_tokens": 300,
+            "messages": [{"role": "user", "content": PEOPLE + "\nList every person above as JSON."}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "staff", "schema": PEOPLE_SCHEMA}}}
+    got = {}
+    for label, extra in (("plain", []), ("spec", ["--speculative-config",
+                                                  '{"method": "ngram", "num_speculative_tokens": 4}'])):
+        s = Server(pagoda_bin, name, "--max-num-seqs", "4", *extra)
+        try:
+            r = s.post("/v1/chat/completions", json=body, timeout=600)
+            assert r.status_code == 200, r.text
+            choice = r.json()["choices"][0]
+            assert choice["finish_reason"] == "stop", choice
+            got[label] = choice["message"]["content"]
+            metrics = s.get("/metrics").text
+        finally:
+            assert s.terminate() == 0, s.output()
+    assert got["spec"] == got["plain"]
+    staff = json.loads(got["plain"])["staff"]
+    assert [p["age"] for p in staff] == [31, 27, 40, 63], staff
+    count = {k: float(re.search(rf"^pagoda:spec_decode_{k}_total(?:{{[^}}]*}})? ([0-9.e+]+)$", metrics, re.M).group(1))
+             for k in ("num_draft_tokens", "num_accepted_tokens")}
+    assert count["num_accepted_tokens"] > 0.3 * count["num_draft_tokens"] > 0, count
+
+
 def test_a_draft_model_of_another_vocabulary_is_refused(pagoda_bin, write_gen_model, tmp_path):
     target = cached("qwen2.5-coder-0.5b-instruct")
     other = write_gen_model(tmp_path / "other.gguf")

@@ -335,3 +335,41 @@ def test_forced_text_is_appended_without_sampling(pagoda_bin, model, fast_forwar
         assert m and float(m.group(1)) > 0, "no preemption happened; the test did not press on the KV cache"
     finally:
         assert s.terminate() == 0, s.output()
+
+
+def spec_metrics(s: Server) -> dict[str, float]:
+    out = {}
+    for name in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+        m = re.search(rf"^pagoda:spec_decode_{name}_total(?:\{{[^}}]*\}})? ([0-9.e+]+)$", s.get("/metrics").text, re.M)
+        out[name] = float(m.group(1)) if m else 0.0
+    return out
+
+
+def test_speculative_decoding_gives_constrained_requests_their_plain_tokens(pagoda_bin, model, server):
+    # Prompt lookup drafts from each sample's own text; every verified row is masked by
+    # the grammar in the state the drafts before it left, so greedy documents are the
+    # plain server's token for token, batched together, with n = 2, and with the grammar's
+    # forced text appended after verified tokens.
+    spec = Server(pagoda_bin, model, "--max-num-seqs", "32", "-c", "8192", "--speculative-config",
+                  '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}')
+    try:
+        gbnf = 'root ::= "[" num (";and-the-next-value-is:" num){12} "]"\nnum ::= [0-9] | [1-9] [0-9]\n'
+        bodies = [{"response_format": response_format(schema)} for schema in SCHEMAS]
+        bodies += [{"grammar": gbnf}, {"regex": "(ab|cd){3,9}x[0-9]{4}"}]
+
+        def ask(s: Server, body: dict) -> list[str]:
+            r = s.post("/v1/completions", json={"prompt": [3 + i % 280 for i in range(40)], "max_tokens": 600,
+                                                "temperature": 0, "n": 2, **body}, timeout=600)
+            assert r.status_code == 200, r.text
+            return [(c["text"], c["finish_reason"]) for c in r.json()["choices"]]
+
+        with cf.ThreadPoolExecutor(len(bodies)) as ex:
+            plain = list(ex.map(lambda b: ask(server, b), bodies))
+            drafted = list(ex.map(lambda b: ask(spec, b), bodies))
+        assert drafted == plain
+        for (text, finish), _ in plain[:len(SCHEMAS)]:
+            assert finish == "stop"
+        m = spec_metrics(spec)
+        assert 0 < m["num_drafts"] and 0 < m["num_accepted_tokens"] <= m["num_draft_tokens"], m
+    finally:
+        assert spec.terminate() == 0, spec.output()
