@@ -26,12 +26,14 @@ speculation from costing throughput.
 and 16 tokens of one sequence at a 128-token context (`pagoda bench -p N -d 128`), as
 milliseconds and as multiples of a one-token decode step.
 
-Four prompts: two input-grounded ones (a source file from this repository, then the request
+Five prompts: two input-grounded ones (a source file from this repository, then the request
 to write it out again; a function and the request to rename a variable in it: the answers
 copy long runs of the prompt, where prompt lookup drafts well), a free one (a story: few
 n-gram hits, where the adaptive draft length must keep speculation from costing anything)
-and code generation (where a draft model, not the prompt, has something to offer). Greedy, --ignore-eos, the same number
-of tokens either way; the outputs are compared (identical on the scalar kernels; on SIMD
+code generation (where a draft model, not the prompt, has something to offer), and
+structured output (json: facts of the prompt copied into a document under --json-schema,
+the grammar masking every verified row; ends when the document does). Greedy, --ignore-eos,
+the same number of tokens either way; the outputs are compared (identical on the scalar kernels; on SIMD
 ones a verification step rounds like a batch and may flip a near tie, reported with its
 position). Reported per prompt: decode
 tok/s on and off (medians), their ratio, the acceptance rate, and the other CPU load seen.
@@ -60,6 +62,20 @@ PROMPTS = {
     "code": "Write a Python function that checks whether a number is prime, then a function that lists the "
             "first n primes.",
 }
+# Structured output: facts to copy from the prompt into a JSON document (the json prompt
+# runs with --json-schema, so every verified row is masked by the grammar).
+STAFF = "".join(f"- {n}, {r}, age {a}, from {f}.\n" for n, r, a, f in [
+    ("Hotta", "head teacher of mathematics", 31, "Aizu"), ("Koga", "teacher of English", 27, "Matsuyama"),
+    ("Yoshikawa", "teacher of drawing", 40, "Edo"), ("Kiyo", "housekeeper", 63, "Tokyo"),
+    ("Tanuki", "principal", 52, "Osaka"), ("Akashatsu", "head teacher", 38, "Kyoto"),
+    ("Nodaiko", "teacher of drawing", 45, "Edo"), ("Uranari", "teacher of English", 29, "Matsuyama")])
+PROMPTS["json"] = ("Staff list of the Matsuyama middle school, 1906:\n" + STAFF +
+                   "\nList every person above as JSON, with name, role, age and from.\n")
+SCHEMAS = {"json": json.dumps({"type": "object", "properties": {"staff": {"type": "array", "items": {
+    "type": "object", "properties": {"name": {"type": "string"}, "role": {"type": "string"},
+                                     "age": {"type": "integer"}, "from": {"type": "string"}},
+    "required": ["name", "role", "age", "from"], "additionalProperties": False}}},
+    "required": ["staff"], "additionalProperties": False})}
 CONFIG = '{{"method": "ngram", "num_speculative_tokens": {k}, "prompt_lookup_max": 4, "prompt_lookup_min": 2}}'
 
 
@@ -77,13 +93,17 @@ def verify_curve(pagoda: Path, model: Path, threads: int) -> dict:
     return {str(n): {"ms": ms, "x_decode_step": ms / out[1]} for n, ms in out.items()}
 
 
-def run(pagoda: Path, model: Path, prompt: Path, n: int, threads: int, spec: str | None) -> dict:
+def run(pagoda: Path, model: Path, prompt: Path, n: int, threads: int, spec: str | None,
+        schema: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as d:
         ids = Path(d) / "ids.json"
         cmd = [str(pagoda), "run", "-m", str(model), "-f", str(prompt), "-n", str(n), "--temp", "0", "--ignore-eos",
                "-t", str(threads), "--ids-out", str(ids)]
         if spec:
             cmd += ["--speculative-config", spec]
+        if schema:
+            # The document ends the reply when complete, EOS ignored or not.
+            cmd += ["--json-schema", schema]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         if r.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
@@ -227,7 +247,7 @@ def main() -> int:
                 order = (True, False) if r % 2 == 0 else (False, True)
                 got = {}
                 for flag in order:
-                    got[flag] = run(pagoda, model, prompt, a.n, a.threads, spec if flag else None)
+                    got[flag] = run(pagoda, model, prompt, a.n, a.threads, spec if flag else None, SCHEMAS.get(name))
                     load.append(cl.other_load(0.5) or 0.0)
                 a_ids, b_ids = got[True]["ids"], got[False]["ids"]
                 if a_ids != b_ids:

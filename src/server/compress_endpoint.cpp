@@ -68,13 +68,15 @@ ApiError server_error(const Status& st) { return ApiError{500, st.message(), "se
 
 // parts compressed by the scorer: the caller's mistakes (checked first) are 400s, and any
 // failure after them the server's.
-std::variant<CompressResult, ApiError> run_compress(CompressScorer& scorer, const PromptParts& parts,
+std::variant<CompressResult, ApiError> run_compress(const ServerContext& ctx, const PromptParts& parts,
                                                     const CompressOptions& o, const char* field) {
+  CompressScorer& scorer = *ctx.compress_scorer;
   auto bad = scorer.input_error(parts, o);
   if (!bad) return server_error(bad.status());
   if (*bad) return ApiError::bad_request(**bad, field);
   auto r = scorer.compress(parts, o);
   if (!r) return server_error(r.status());
+  if (ctx.metrics != nullptr) ctx.metrics->count_compression(r->origin_tokens, r->compressed_tokens, r->seconds);
   return std::move(r.value());
 }
 
@@ -94,14 +96,14 @@ struct Totals {
   std::string joined;  // the compressed user contents, blank-line separated
 };
 
-std::optional<ApiError> compress_user_texts(CompressScorer& scorer, std::vector<std::string*> texts,
+std::optional<ApiError> compress_user_texts(const ServerContext& ctx, std::vector<std::string*> texts,
                                             const CompressOptions& o, const char* field, Totals& t) {
   for (size_t i = 0; i < texts.size(); ++i) {
     PromptParts parts;
     if (i + 1 == texts.size()) parts = split_prompt(*texts[i]);
     else parts.context = *texts[i];
     if (join_prompt(parts).find_first_not_of(" \t\r\n") == std::string::npos) continue;
-    auto ran = run_compress(scorer, parts, o, field);
+    auto ran = run_compress(ctx, parts, o, field);
     if (auto* e = std::get_if<ApiError>(&ran)) return *e;
     const CompressResult* r = &std::get<CompressResult>(ran);
     *texts[i] = r->prompt;
@@ -159,7 +161,7 @@ std::variant<std::string, ApiError> serve_compress(const ServerContext& ctx, con
     parts.context = p->get<std::string>();
     if (join_prompt(parts).find_first_not_of(" \t\r\n") == std::string::npos)
       return ApiError::bad_request("'prompt': is empty; there is nothing to compress", "prompt");
-    auto ran = run_compress(*ctx.compress_scorer, parts, o, "prompt");
+    auto ran = run_compress(ctx, parts, o, "prompt");
     if (auto* e = std::get_if<ApiError>(&ran)) return *e;
     const CompressResult* r = &std::get<CompressResult>(ran);
     out = {{"compressed_prompt", r->prompt}, {"origin_tokens", r->origin_tokens},
@@ -181,7 +183,7 @@ std::variant<std::string, ApiError> serve_compress(const ServerContext& ctx, con
     }
     if (users.empty()) return ApiError::bad_request("'messages': there is no user message to compress", "messages");
     Totals t;
-    if (auto e = compress_user_texts(*ctx.compress_scorer, users, o, "messages", t)) return *e;
+    if (auto e = compress_user_texts(ctx, users, o, "messages", t)) return *e;
     if (t.origin == 0) return ApiError::bad_request("'messages': the user messages are empty", "messages");
     json msgs = *m;
     for (size_t i = 0; i < msgs.size(); ++i) msgs[i]["content"] = contents[i];
@@ -215,7 +217,7 @@ std::optional<ApiError> apply_prompt_compression(const ServerContext& ctx, ApiRe
       if (s == nullptr)
         return ApiError::bad_request("'compress_prompt': needs text prompts, not token ids", "compress_prompt");
       // Each prompt on its own: its last paragraph is its question.
-      if (auto e = compress_user_texts(*ctx.compress_scorer, {s}, o, "prompt", t)) return *e;
+      if (auto e = compress_user_texts(ctx, {s}, o, "prompt", t)) return *e;
     }
   } else {
     std::vector<jinja::Value> msgs = r.chat_input.messages.items();
@@ -229,7 +231,7 @@ std::optional<ApiError> apply_prompt_compression(const ServerContext& ctx, ApiRe
       contents[i] = content->str();
       users.push_back(&contents[i]);
     }
-    if (auto e = compress_user_texts(*ctx.compress_scorer, users, o, "messages", t)) return *e;
+    if (auto e = compress_user_texts(ctx, users, o, "messages", t)) return *e;
     for (size_t i = 0; i < msgs.size(); ++i) {
       if (std::find(users.begin(), users.end(), &contents[i]) == users.end()) continue;
       jinja::Dict d = msgs[i].dict();

@@ -126,6 +126,21 @@ void Metrics::count_embeddings(int64_t inputs, int64_t tokens) {
   embedding_tokens_ += tokens;
 }
 
+void Metrics::count_rerank(int64_t documents, int64_t tokens) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++rerank_requests_;
+  rerank_documents_ += documents;
+  rerank_tokens_ += tokens;
+}
+
+void Metrics::count_compression(int64_t origin_tokens, int64_t compressed_tokens, double seconds) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++compressions_;
+  compress_origin_tokens_ += origin_tokens;
+  compress_kept_tokens_ += compressed_tokens;
+  compress_seconds_ += seconds;
+}
+
 void Metrics::set_engine(const EngineGauges& g) {
   std::lock_guard<std::mutex> l(mu_);
   engine_ = g;
@@ -162,6 +177,16 @@ std::string Metrics::render() const {
   counter("embedding_requests", "Embedding inputs embedded (one per input of /v1/embeddings).",
           static_cast<double>(embedding_inputs_));
   counter("embedding_prompt_tokens", "Tokens of the embedded inputs.", static_cast<double>(embedding_tokens_));
+  counter("rerank_requests", "Rerank requests answered.", static_cast<double>(rerank_requests_));
+  counter("rerank_documents", "Documents scored by rerank requests.", static_cast<double>(rerank_documents_));
+  counter("rerank_prompt_tokens", "Tokens of the reranked (query, document) pairs.", static_cast<double>(rerank_tokens_));
+  counter("compress_requests", "Prompts compressed (/v1/compress and compress_prompt, one per text).",
+          static_cast<double>(compressions_));
+  counter("compress_origin_tokens", "Scorer tokens of the prompts before compression.",
+          static_cast<double>(compress_origin_tokens_));
+  counter("compress_kept_tokens", "Scorer tokens of the prompts after compression.",
+          static_cast<double>(compress_kept_tokens_));
+  counter("compress_seconds", "Seconds spent compressing prompts.", compress_seconds_);
   counter("spec_decode_num_drafts", "Speculative decoding: drafts verified (one per sequence and step).",
           static_cast<double>(engine_.spec_drafts));
   counter("spec_decode_num_draft_tokens", "Speculative decoding: draft tokens verified.",

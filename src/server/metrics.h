@@ -62,6 +62,11 @@ class Metrics {
   void count_http(int status);
   // A /v1/embeddings request answered: its inputs and their tokens.
   void count_embeddings(int64_t inputs, int64_t tokens);
+  // A /v1/rerank request answered: its documents and the tokens of its (query, document) pairs.
+  void count_rerank(int64_t documents, int64_t tokens);
+  // A prompt compressed (/v1/compress or compress_prompt): scorer tokens before and after,
+  // and the seconds it took.
+  void count_compression(int64_t origin_tokens, int64_t compressed_tokens, double seconds);
   // Structured output: a request that carried a constraint (of `kind`, e.g. "json_schema",
   // "structural_tag" for tool calls), and the mask time of each constrained token.
   void count_constrained_request(const std::string& kind);
@@ -77,6 +82,9 @@ class Metrics {
   std::vector<std::pair<std::string, int64_t>> constrained_requests_;  // by kind, in first-seen order
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0;
   int64_t embedding_inputs_ = 0, embedding_tokens_ = 0;
+  int64_t rerank_requests_ = 0, rerank_documents_ = 0, rerank_tokens_ = 0;
+  int64_t compressions_ = 0, compress_origin_tokens_ = 0, compress_kept_tokens_ = 0;
+  double compress_seconds_ = 0;
   int64_t finished_stop_ = 0, finished_length_ = 0, finished_abort_ = 0;
   int64_t http_2xx_ = 0, http_4xx_ = 0, http_5xx_ = 0;
   EngineGauges engine_;

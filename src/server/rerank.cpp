@@ -116,6 +116,7 @@ std::variant<std::string, ApiError> serve_rerank(const ServerContext& ctx, const
     if (r.return_documents) item["document"] = {{"text", r.documents[i]}};
     results.push_back(std::move(item));
   }
+  if (ctx.metrics != nullptr) ctx.metrics->count_rerank(static_cast<int64_t>(scores.size()), tokens);
   static std::atomic<uint64_t> next_id{0};
   json out = {{"id", fmt::format("rerank-{:x}", next_id.fetch_add(1) + 1)},
               {"object", "list"},

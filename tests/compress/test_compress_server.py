@@ -2,6 +2,8 @@
 compress_prompt option of /v1/completions and /v1/chat/completions through the openai
 client (it must give exactly what /v1/compress gives), the scorer as the served model
 loaded again or a named model (Gemma 3 270M), and the 400s naming the field."""
+import re
+
 import httpx
 import pytest
 
@@ -65,6 +67,28 @@ def test_compress_endpoint_question_share_and_scorer_vocab(server):
     assert "scorer_vocab" not in compress(server, **body)
     j = compress(server, **body, scorer_vocab=100)
     assert j["scorer_vocab"]["tokens"] == 0 and j["scorer_vocab"]["mass"] < 0.9, j
+
+
+def compress_metrics(server):
+    text = server.get("/metrics").text
+    out = {}
+    for name in ("compress_requests", "compress_origin_tokens", "compress_kept_tokens", "compress_seconds"):
+        m = re.search(rf"^pagoda:{name}_total(?:\{{[^}}]*\}})? ([0-9.e+]+)$", text, re.M)
+        out[name] = float(m.group(1))
+    return out
+
+
+def test_metrics_count_compressions_and_their_tokens(server):
+    before = compress_metrics(server)
+    a = compress(server, prompt=CONTEXT, question=QUESTION, ratio=0.5)
+    b = compress(server, messages=[{"role": "user", "content": CONTEXT}, {"role": "user", "content": CONTEXT}],
+                 ratio=0.5)
+    after = compress_metrics(server)
+    assert after["compress_requests"] == before["compress_requests"] + 3  # one per text
+    assert after["compress_origin_tokens"] == before["compress_origin_tokens"] + a["origin_tokens"] + b["origin_tokens"]
+    assert after["compress_kept_tokens"] == before["compress_kept_tokens"] + a["compressed_tokens"] + \
+        b["compressed_tokens"]
+    assert after["compress_seconds"] > before["compress_seconds"]
 
 
 def test_compress_endpoint_messages_keeps_the_last_question_whole(server):

@@ -4,6 +4,7 @@ the Hugging Face model, best first, top_n and return_documents, both document sh
 documents in one request, the 400s by field (a pair past the context among them), a
 reranker's answer to /v1/embeddings and /v1/completions, and a model that is not a
 reranker."""
+import re
 import subprocess
 
 import httpx
@@ -66,6 +67,19 @@ def test_top_n_and_return_documents(server):
     assert all("document" not in x for x in top)
     assert np.allclose([x["relevance_score"] for x in top], [x["relevance_score"] for x in full[:2]], atol=1e-6)
     assert len(rerank(server, {"query": QUERY, "documents": DOCS, "top_n": 50}).json()["results"]) == len(DOCS)
+
+
+def metric(server, name):
+    m = re.search(rf"^pagoda:{name}_total(?:\{{[^}}]*\}})? ([0-9.e+]+)$", httpx.get(server.base + "/metrics").text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_metrics_count_requests_documents_and_tokens(server):
+    before = {k: metric(server, k) for k in ("rerank_requests", "rerank_documents", "rerank_prompt_tokens")}
+    body = rerank(server, {"query": QUERY, "documents": DOCS[:3]}).json()
+    assert metric(server, "rerank_requests") == before["rerank_requests"] + 1
+    assert metric(server, "rerank_documents") == before["rerank_documents"] + 3
+    assert metric(server, "rerank_prompt_tokens") == before["rerank_prompt_tokens"] + body["usage"]["prompt_tokens"]
 
 
 @pytest.mark.parametrize("path", ["/rerank", "/v2/rerank"])
