@@ -406,8 +406,16 @@ void Engine::propose_drafts() {
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
     std::vector<int32_t>& d = drafts[i];
-    if (d.empty() || static_cast<int32_t>(d.size()) < sc.draft_min) continue;
     Sequence* s = seqs[i];
+    // A constrained sequence's drafts end before the first its grammar forbids (that one
+    // would be rejected, and those after it with it), on a copy of its grammar's state.
+    if (s->constraint && !d.empty()) {
+      const std::unique_ptr<ConstraintMatcher> m = s->constraint->fork();
+      size_t ok = 0;
+      while (ok < d.size() && !m->terminated() && m->accept(d[ok])) ++ok;
+      d.resize(ok);
+    }
+    if (d.empty() || static_cast<int32_t>(d.size()) < sc.draft_min) continue;
     const int32_t base = s->len();
     s->tokens.insert(s->tokens.end(), d.begin(), d.end());
     speculation_.push_back(Speculation{s, base, std::move(d)});
