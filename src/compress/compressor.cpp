@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "base/timer.h"
+#include "compress/frequent_head.h"
 #include "compress/relevance.h"
 #include "compress/self_information.h"
 
@@ -174,7 +175,7 @@ std::optional<std::string> compress_input_error(const Model& scorer, const Token
 }
 
 Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, const PromptParts& parts,
-                                       const CompressOptions& o) {
+                                       const CompressOptions& o, FrequentHead* heads) {
   if (auto e = input_error(scorer, tok, parts, o, nullptr)) return Status::error(*e);
   Timer timer;
   const Targets t = targets_of(tok, parts, o);
@@ -197,10 +198,12 @@ Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tok, cons
     auto session = ScorerSession::create(scorer, scored_positions(tok, t), o.logits_budget_bytes);
     if (!session) return session.status();
     if (o.vocab_subset > 0 && o.vocab_subset < scorer.config().n_vocab) {
+      FrequentHead own;
+      auto head = (heads != nullptr ? heads : &own)->get(scorer, v, o.vocab_subset);
+      if (!head) return head.status();
+      session->use_subset(*head, o.min_vocab_mass);
       // The context's own tokens from the start: every segment normalized over one set.
-      std::vector<int32_t> subset = frequent_tokens(v, o.vocab_subset);
-      subset.insert(subset.end(), ids.begin(), ids.end());
-      session->use_subset(std::move(subset), o.min_vocab_mass);
+      PAGODA_TRY(session->cover(ids));
     }
     if (bos) {
       const int32_t b = v.bos;

@@ -32,6 +32,8 @@
 
 namespace pagoda {
 
+class FrequentHead;
+
 struct CompressOptions {
   double ratio = 0.5;  // the share of the prompt's tokens to keep, in (0, 1]
   Granularity granularity = Granularity::kWord;
@@ -71,8 +73,10 @@ struct CompressResult {
 std::optional<std::string> compress_input_error(const Model& scorer, const Tokenizer& tokenizer,
                                                 const PromptParts& parts, const CompressOptions& options);
 
-// Fails on what compress_input_error names, or a scorer failure.
+// Fails on what compress_input_error names, or a scorer failure. heads: where the
+// scorer's frequent-token head is kept between compressions (compress/frequent_head.h);
+// null makes one for this call.
 Result<CompressResult> compress_prompt(Model& scorer, const Tokenizer& tokenizer, const PromptParts& parts,
-                                       const CompressOptions& options);
+                                       const CompressOptions& options, FrequentHead* heads = nullptr);
 
 }  // namespace pagoda

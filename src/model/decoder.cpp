@@ -19,7 +19,6 @@
 #include "model/arch_spec.h"
 #include "model/for_each_token.h"
 #include "model/model.h"
-#include "model/output_subset.h"
 
 namespace pagoda {
 namespace {
@@ -175,7 +174,7 @@ Status Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, K
   // the piece holding a sequence's last token produces its logits. An encoder's sequence
   // is never cut (its tokens see one another): it starts a piece of its own when it does
   // not fit the rest of one, and a longer one is a piece by itself.
-  const int64_t V = head().rows;
+  const int64_t V = row_width();
   const int64_t E = config_.n_embd;
   int32_t n_slots = 0;
   for (const BatchSeq& s : seqs) n_slots += s.pool != Pooling::kNone ? 1 : 0;
@@ -225,10 +224,7 @@ Status Model::run_batch(const int32_t* tokens, std::span<const BatchSeq> seqs, K
   return Status::ok();
 }
 
-const WeightView& Model::head() const { return subset_ != nullptr ? subset_->view() : weights_.output; }
-
-Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* logits, bool all_logits,
-                      const OutputSubset* subset) {
+Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* logits, bool all_logits) {
   const ModelConfig& c = config_;
   if (tokens.empty()) return error("forward: no tokens");
   if (!kv.ok()) return error("the KV cache could not be allocated");
@@ -248,13 +244,28 @@ Status Model::forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv
     return error("this {} model has no output head: it gives embeddings, not logits", c.arch_name);
   if (!c.causal && pos0 != 0)
     return error("forward: an encoder's sequence runs whole from position 0 (this one starts at {})", pos0);
-  if (subset != nullptr && subset->view().cols != weights_.output.cols)
-    return error("forward: the output subset was made from another model");
-  // Only for this call: the engine's forward(batch) always has the whole head.
-  subset_ = subset;
-  Status st = run_timed(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
-  subset_ = nullptr;
+  return run_timed(tokens.data(), std::span<const BatchSeq>(&s, 1), kv.storage(), logits, all_logits);
+}
+
+Status Model::forward_hidden(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* hidden) {
+  if (hidden == nullptr) return error("forward_hidden: no output");
+  // Only for this call: the engine's forward(batch) always makes logits.
+  hidden_out_ = true;
+  Status st = forward(tokens, pos0, kv, hidden, /*all_logits=*/true);
+  hidden_out_ = false;
   return st;
+}
+
+void Model::head_logits(const WeightView& head, const float* hidden, int64_t rows, float* out) const {
+  const ModelConfig& c = config_;
+  const int64_t V = head.rows;
+  matmul(head, hidden, rows, out, *pool_);
+  if (c.logit_scale != 1.0f) {
+    // ggml multiplies by the reciprocal, so the bits follow llama.cpp's.
+    for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(out + r * V, 1.0f / c.logit_scale, V); });
+  }
+  if (c.final_softcap > 0.0f)
+    for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(out + r * V, c.final_softcap, V); });
 }
 
 Status Model::forward_chunk(const int32_t* tokens, std::span<const BatchSeq> seqs, KvStorage& kv, float* logits,
@@ -566,20 +577,17 @@ Status Model::output_logits(std::span<const BatchSeq> seqs, float* logits, bool 
     t0 += s.n_tokens;
   }
   if (rows == 0) return Status::ok();
+  if (hidden_out_) {
+    std::copy_n(xn_.data(), rows * E, logits);
+    return Status::ok();
+  }
   // Split by tensor or pipeline parallelism, this rank's slice of the vocabulary (all of
   // it on a last stage without tensor ranks), for rank 0 to collect.
   const bool split = split_.tensor_parallel() || split_.pipelined();
-  const WeightView& w = head();
-  const int64_t V = w.rows;
+  const int64_t V = weights_.output.rows;
   if (split) tp_logits_.resize(static_cast<size_t>(rows * V));
   float* out = split ? tp_logits_.data() : logits;
-  matmul(w, xn_.data(), rows, out, *pool_);
-  if (c.logit_scale != 1.0f) {
-    // ggml multiplies by the reciprocal, so the bits follow llama.cpp's.
-    for_each_token(*pool_, rows, V, [&](int64_t r) { scale_inplace(out + r * V, 1.0f / c.logit_scale, V); });
-  }
-  if (c.final_softcap > 0.0f)
-    for_each_token(*pool_, rows, V, [&](int64_t r) { softcap_inplace(out + r * V, c.final_softcap, V); });
+  head_logits(weights_.output, xn_.data(), rows, out);
   return split ? collect_split_logits(out, rows, logits) : Status::ok();
 }
 

@@ -29,7 +29,6 @@
 namespace pagoda {
 
 class GgufFile;
-class OutputSubset;
 
 // Sees each such input (n_tokens rows of cols floats) just before its matrices run.
 // expert: -1 for the layer's own matrices (an MoE layer's kFfn is the input its router and
@@ -102,12 +101,18 @@ class Model {
   Status forward(const Batch& batch, KvStorage& kv, float* logits, float* pooled = nullptr);
 
   // logits: n_vocab floats for the last token, or n_tokens * n_vocab with all_logits.
-  // With a subset (model/output_subset.h, made from this model), each row is the subset's
-  // logits instead: subset->size() floats in its order.
   // Fails (changing nothing) on token ids outside the vocabulary or when the tokens do
   // not fit in the cache.
   Status forward(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* logits,
-                 bool all_logits = false, const OutputSubset* subset = nullptr);
+                 bool all_logits = false);
+  // The same pass, giving every token's final hidden state as the output head reads it
+  // (after the output norm): n_tokens * n_embd floats. With head_logits, a caller makes
+  // logits over any rows of the head (model/output_subset.h) or the whole of it. Fails as
+  // forward does, and on a model without an output head.
+  Status forward_hidden(std::span<const int32_t> tokens, int32_t pos0, KvCache& kv, float* hidden);
+  // out = the logits of `rows` hidden states (forward_hidden's) under `head`: this model's
+  // weights().output or rows of it, with the model's logit scaling and soft-capping.
+  void head_logits(const WeightView& head, const float* hidden, int64_t rows, float* out) const;
 
  private:
   Model() = default;
@@ -150,10 +155,9 @@ class Model {
   void ensure_scratch(int64_t n);
   void release_embedding_row(int32_t token) const;
 
-  // The head logits come from: weights_.output, or during a forward(tokens, ...) given a
-  // subset, the subset's rows.
-  const WeightView& head() const;
-  const OutputSubset* subset_ = nullptr;
+  // During forward_hidden: output_logits writes the normalized rows there, no logits.
+  bool hidden_out_ = false;
+  int64_t row_width() const { return hidden_out_ ? config_.n_embd : weights_.output.rows; }
 
   ModelConfig config_;
   ModelWeights weights_;

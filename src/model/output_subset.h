@@ -1,7 +1,7 @@
 // An output head over a subset of the vocabulary: the output matrix's rows of the given
-// token ids, gathered once (and packed into panels where the full head is), so a forward
-// pass asked for every row's logits (Model::forward with a subset) computes ids.size()
-// logits per row instead of n_vocab. Prompt compression scores a passage with it: a
+// token ids, gathered once (and packed into panels where the full head is), so the logits
+// of a forward pass's hidden states (Model::forward_hidden, then Model::head_logits with
+// view()) cost ids.size() per row instead of n_vocab. Prompt compression scores a passage with it: a
 // 262,144-token head is most of a small scorer's cost per token, and the tokens outside
 // the most frequent few tens of thousands carry little of a row's probability (the
 // scorer measures how little, compress/self_information.h). Logit scaling and soft-capping

@@ -39,6 +39,11 @@ Status CompressScorer::load_locked() {
   pool_ = std::move(pool);
   model_ = std::move(model.value());
   tokenizer_ = std::move(tok.value());
+  // The frequent-token head at the default size now, not in the first request's time.
+  const int32_t k = CompressOptions{}.vocab_subset;
+  if (k > 0 && k < model_->config().n_vocab)
+    if (auto head = heads_.get(*model_, tokenizer_->vocab(), k); !head)
+      log_warn("compression scorer {}: {} (made again on each request)", path_, head.status().message());
   log_info("compression scorer loaded: {} ({} threads)", path_, threads_);
   return Status::ok();
 }
@@ -46,7 +51,7 @@ Status CompressScorer::load_locked() {
 Result<CompressResult> CompressScorer::compress(const PromptParts& parts, const CompressOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   if (Status st = load_locked(); !st) return st;
-  return compress_prompt(*model_, *tokenizer_, parts, options);
+  return compress_prompt(*model_, *tokenizer_, parts, options, &heads_);
 }
 
 Result<std::optional<std::string>> CompressScorer::input_error(const PromptParts& parts,

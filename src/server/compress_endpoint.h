@@ -23,6 +23,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "compress/compressor.h"
+#include "compress/frequent_head.h"
 #include "gguf/gguf_file.h"
 #include "server/api_error.h"
 #include "server/completion_session.h"
@@ -51,6 +52,7 @@ class CompressScorer {
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  FrequentHead heads_;  // the scorer's frequent-token head, kept between compressions
 };
 
 // POST /v1/compress: the response body, or the error (400 naming the field; 400 when the

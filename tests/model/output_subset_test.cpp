@@ -1,6 +1,7 @@
-// An output head over a subset of the vocabulary (model/output_subset.h): each row of
-// logits is the full head's logits at the subset's ids, in the subset's order, for a
-// row-major head and for one packed into panels; what cannot be a subset is refused.
+// An output head over a subset of the vocabulary (model/output_subset.h): over the hidden
+// states of Model::forward_hidden, each row of its logits is the full head's logits at
+// the subset's ids, in the subset's order, for a row-major head and for one packed into
+// panels; what cannot be a subset is refused.
 #include "model/output_subset.h"
 
 #include <gtest/gtest.h>
@@ -58,26 +59,34 @@ TEST_P(OutputSubsetTest, RowsAreTheFullLogitsAtTheSubsetsIds) {
 
   std::vector<int32_t> tokens(40);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 97 + 3) % V);
-  std::vector<float> full(tokens.size() * static_cast<size_t>(V)), part(tokens.size() * ids.size());
+  const int64_t E = model_->config().n_embd;
+  std::vector<float> full(tokens.size() * static_cast<size_t>(V)), hidden(tokens.size() * static_cast<size_t>(E));
   KvCache a = model_->make_cache(64), b = model_->make_cache(64);
   ASSERT_TRUE(model_->forward(tokens, 0, a, full.data(), /*all_logits=*/true).is_ok());
-  ASSERT_TRUE(model_->forward(tokens, 0, b, part.data(), /*all_logits=*/true, &*subset).is_ok());
-  // Each logit is its row's dot product with the same activations, whichever rows
-  // stand beside it: the same bits.
+  ASSERT_TRUE(model_->forward_hidden(tokens, 0, b, hidden.data()).is_ok());
+  // The whole head over the hidden states is the forward's logits, and each subset logit
+  // is its row's dot product with the same activations, whichever rows stand beside it:
+  // the same bits.
+  std::vector<float> again(full.size()), part(tokens.size() * ids.size());
+  model_->head_logits(model_->weights().output, hidden.data(), static_cast<int64_t>(tokens.size()), again.data());
+  EXPECT_EQ(again, full);
+  model_->head_logits(subset->view(), hidden.data(), static_cast<int64_t>(tokens.size()), part.data());
   for (size_t r = 0; r < tokens.size(); ++r)
     for (size_t i = 0; i < ids.size(); ++i)
       ASSERT_EQ(part[r * ids.size() + i], full[r * static_cast<size_t>(V) + static_cast<size_t>(ids[i])])
           << "row " << r << " id " << ids[i];
+  // One row alone (a GEMV, not the tile above): compared with the whole head's GEMV.
+  std::vector<float> one(ids.size()), whole(static_cast<size_t>(V));
+  const float* last = hidden.data() + (tokens.size() - 1) * static_cast<size_t>(E);
+  model_->head_logits(subset->view(), last, 1, one.data());
+  model_->head_logits(model_->weights().output, last, 1, whole.data());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(one[i], whole[static_cast<size_t>(ids[i])]);
+}
 
-  // The last token's row alone (a GEMV, not the tile above: compared with the whole
-  // head's GEMV), and the whole head again after it: the subset was for one call only.
-  std::vector<float> last(ids.size()), whole(static_cast<size_t>(V)), again(static_cast<size_t>(V));
-  KvCache c = model_->make_cache(64), d = model_->make_cache(64), e = model_->make_cache(64);
-  ASSERT_TRUE(model_->forward(tokens, 0, c, whole.data()).is_ok());
-  ASSERT_TRUE(model_->forward(tokens, 0, d, last.data(), false, &*subset).is_ok());
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(last[i], whole[static_cast<size_t>(ids[i])]);
-  ASSERT_TRUE(model_->forward(tokens, 0, e, again.data()).is_ok());
-  EXPECT_EQ(again, whole);
+TEST_P(OutputSubsetTest, HiddenStatesNeedAnOutput) {
+  KvCache kv = model_->make_cache(8);
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  EXPECT_FALSE(model_->forward_hidden(tokens, 0, kv, nullptr).is_ok());
 }
 
 TEST_P(OutputSubsetTest, RefusesWhatIsNoSubset) {
