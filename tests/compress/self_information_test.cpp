@@ -3,14 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <numeric>
 #include <algorithm>
 #include <vector>
 
-#include "gguf/gguf_file.h"
-#include "model/random_model.h"
+#include "random_model_file.h"
 
 namespace pagoda {
 namespace {
@@ -18,17 +16,12 @@ namespace {
 class SelfInformationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = (std::filesystem::temp_directory_path() / "pagoda_compress_tiny.gguf").string();
     RandomModelSpec s;
     s.arch = "llama";
     s.vocab = 512;
-    ASSERT_TRUE(write_random_model(s, path_).is_ok());
-    auto f = GgufFile::open(path_);
-    ASSERT_TRUE(f.is_ok()) << f.status().message();
-    file_ = std::make_unique<GgufFile>(std::move(f.value()));
-    auto m = Model::load(*file_, pool_);
-    ASSERT_TRUE(m.is_ok()) << m.status().message();
-    model_ = std::move(m.value());
+    loaded_ = testing_util::load_random_model(s, "compress_tiny", pool_);
+    ASSERT_NE(loaded_.model, nullptr);
+    model_ = loaded_.model.get();
   }
 
   // -log softmax(row)[target] for every position from one forward with all logits,
@@ -50,10 +43,9 @@ class SelfInformationTest : public ::testing::Test {
     return out;
   }
 
-  std::string path_;
   ThreadPool pool_{2};
-  std::unique_ptr<GgufFile> file_;
-  std::unique_ptr<Model> model_;
+  testing_util::RandomModelFile loaded_;
+  Model* model_ = nullptr;
 };
 
 std::vector<int32_t> sample_tokens(size_t n) {

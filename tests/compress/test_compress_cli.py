@@ -94,12 +94,18 @@ def words(text):
     return {w.strip(".,;:!?\"'()-") for w in text.split()} - {""}
 
 
-def test_gemma_drops_whole_words_and_keeps_names(pagoda_bin, tmp_path):
+def gemma_and_book():
+    """Gemma 3 270M and the evaluation text (skipped outside CI when not fetched)."""
     gemma = cached_model("gemma-3-270m-q4_k_m.gguf", "`pagoda pull` (scripts/fetch_test_data)")
     book = CACHE / "eval" / "botchan.txt"
     if not book.exists():
         oracle_missing(f"{book} is not present (scripts/fetch_eval_text)")
-    text = book.read_text()[20000:24000]
+    return gemma, book.read_text()
+
+
+def test_gemma_drops_whole_words_and_keeps_names(pagoda_bin, tmp_path):
+    gemma, book = gemma_and_book()
+    text = book[20000:24000]
     question = "Who was the boy's friend?"
     r = compress(pagoda_bin, gemma, "--ratio", "0.5", "--json", "--question", question, text=text,
                  tmp_path=tmp_path)
@@ -185,11 +191,8 @@ def kept_share(exact, approx):
 
 
 def test_gemma_frequent_token_normalizer_keeps_what_the_exact_one_keeps(pagoda_bin, tmp_path):
-    gemma = cached_model("gemma-3-270m-q4_k_m.gguf", "`pagoda pull` (scripts/fetch_test_data)")
-    book = CACHE / "eval" / "botchan.txt"
-    if not book.exists():
-        oracle_missing(f"{book} is not present (scripts/fetch_eval_text)")
-    text = book.read_text()[30000:38000]
+    gemma, book = gemma_and_book()
+    text = book[30000:38000]
     for ratio in ("0.5", "0.25"):
         exact = json.loads(compress(pagoda_bin, gemma, "--ratio", ratio, "--json", "--scorer-vocab", "0", text=text,
                                     tmp_path=tmp_path).stdout)

@@ -6,14 +6,12 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <numeric>
 #include <vector>
 
-#include "gguf/gguf_file.h"
 #include "kernels/matmul/packed_weights.h"
 #include "model/model.h"
-#include "model/random_model.h"
+#include "random_model_file.h"
 
 namespace pagoda {
 namespace {
@@ -21,27 +19,19 @@ namespace {
 class OutputSubsetTest : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
-    path_ = (std::filesystem::temp_directory_path() /
-             ("pagoda_output_subset_" + std::string(dtype_name(GetParam())) + ".gguf"))
-                .string();
     RandomModelSpec s;
     s.type = GetParam();
     s.dim = 128;
     s.ff = 256;
     s.vocab = 1000;
-    ASSERT_TRUE(write_random_model(s, path_).is_ok());
-    auto f = GgufFile::open(path_);
-    ASSERT_TRUE(f.is_ok()) << f.status().message();
-    file_ = std::make_unique<GgufFile>(std::move(f.value()));
-    auto m = Model::load(*file_, pool_);
-    ASSERT_TRUE(m.is_ok()) << m.status().message();
-    model_ = std::move(m.value());
+    loaded_ = testing_util::load_random_model(s, "output_subset_" + std::string(dtype_name(GetParam())), pool_);
+    ASSERT_NE(loaded_.model, nullptr);
+    model_ = loaded_.model.get();
   }
 
-  std::string path_;
   ThreadPool pool_{2};
-  std::unique_ptr<GgufFile> file_;
-  std::unique_ptr<Model> model_;
+  testing_util::RandomModelFile loaded_;
+  Model* model_ = nullptr;
 };
 
 TEST_P(OutputSubsetTest, RowsAreTheFullLogitsAtTheSubsetsIds) {
