@@ -141,9 +141,8 @@ PEOPLE_SCHEMA = {"type": "object", "properties": {"staff": {"type": "array", "it
 
 def test_prompt_lookup_speculation_keeps_constrained_json(pagoda_bin):
     """A json_schema request that copies facts from its prompt (input-grounded, so prompt
-    lookup drafts well): with speculation the document is the plain server's, token for
-    token, and valid; drafts are accepted through the grammar's masks (about half of them
-    here)."""
+    lookup drafts well): with speculation the document is the plain server's, and valid;
+    drafts are accepted through the grammar's masks (about half of them here)."""
     name = "qwen2.5-coder-0.5b-instruct"
     cached(name)
     body = {"model": name, "temperature": 0, "max_tokens": 300,
@@ -162,7 +161,11 @@ def test_prompt_lookup_speculation_keeps_constrained_json(pagoda_bin):
             metrics = s.get("/metrics").text
         finally:
             assert s.terminate() == 0, s.output()
-    assert got["spec"] == got["plain"]
+    # The same document. On SIMD kernels a verification step rounds like a batch of its
+    # tokens and may flip a near tie (docs/speculative.md); a schema leaves the whitespace
+    # between tokens free, and those choices are near ties, so the text may differ there
+    # (the tiny-model test in tests/server/test_structured_output.py compares tokens).
+    assert json.loads(got["spec"]) == json.loads(got["plain"])
     staff = json.loads(got["plain"])["staff"]
     assert [p["age"] for p in staff] == [31, 27, 40, 63], staff
     count = {k: float(re.search(rf"^pagoda:spec_decode_{k}_total(?:{{[^}}]*}})? ([0-9.e+]+)$", metrics, re.M).group(1))
