@@ -145,7 +145,6 @@ Result<std::vector<float>> ScorerSession::score(std::span<const int32_t> tokens)
   const int64_t n_extra = extra_ ? extra_->size() : 0;
   const size_t total = last - first;
   hidden_.resize(total * static_cast<size_t>(E));
-  extra_logits_.resize(std::max<size_t>(extra_logits_.size(), 1));
   // A subset's rows are narrower, so a piece holds more of them (within the same budget).
   const size_t sub_rows = std::clamp<size_t>(logits_.size() / static_cast<size_t>(n_freq + n_extra), 1, 512);
   std::atomic<bool> finite{true};
@@ -188,13 +187,17 @@ Result<std::vector<float>> ScorerSession::score(std::span<const int32_t> tokens)
     for (size_t j = 0; j < m; ++j)
       std::copy_n(hidden_.data() + sampled[i + j] * static_cast<size_t>(E), E, picked.data() + j * static_cast<size_t>(E));
     model_->head_logits(model_->weights().output, picked.data(), static_cast<int64_t>(m), logits_.data());
-    for (size_t j = 0; j < m; ++j) {
-      std::span<const float> row(logits_.data() + j * static_cast<size_t>(V), static_cast<size_t>(V));
-      const size_t target = first + sampled[i + j] + 1;
-      const double exact = token_nll(row, history_[target], summarize_row(row).log_norm);
-      mass_sum_ += std::exp(static_cast<double>(out[target - start]) - exact);
-      ++mass_rows_;
-    }
+    std::vector<double> share(m);
+    model_->pool().parallel_for(static_cast<int64_t>(m), 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t j = b; j < e; ++j) {
+        std::span<const float> row(logits_.data() + j * V, static_cast<size_t>(V));
+        const size_t target = first + sampled[i + static_cast<size_t>(j)] + 1;
+        const double exact = token_nll(row, history_[target], summarize_row(row).log_norm);
+        share[static_cast<size_t>(j)] = std::exp(static_cast<double>(out[target - start]) - exact);
+      }
+    });
+    for (double x : share) mass_sum_ += x;
+    mass_rows_ += static_cast<int64_t>(m);
   }
   subset_mass_ = mass_sum_ / static_cast<double>(mass_rows_);
   if (subset_mass_ >= subset_min_mass_) return out;

@@ -90,7 +90,6 @@ class ScorerSession {
   std::vector<int32_t> history_;
   size_t kv_len_ = 0;  // tokens of history_ whose keys/values are in kv_
   std::vector<float> logits_;
-  std::vector<int32_t> input_;
   bool subset_on_ = false, subset_ok_ = false;
   double mass_sum_ = 0;  // the checked rows' shares, summed
   int64_t mass_rows_ = 0;
