@@ -3,29 +3,13 @@
 #include <cmath>
 #include <limits>
 
-#include "sampling/fast_exp.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace pagoda {
 
 RowSummary summarize_row(std::span<const float> logits) {
   RowSummary s;
-  float best = -std::numeric_limits<float>::infinity();
-  bool nan = false;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float v = logits[i];
-    if (v > best) {
-      best = v;
-      s.argmax = static_cast<int32_t>(i);
-    }
-    nan |= std::isnan(v);
-  }
-  if (nan) {
-    s.log_norm = std::numeric_limits<double>::quiet_NaN();
-  } else if (!(best > -std::numeric_limits<float>::infinity())) {
-    s.log_norm = -std::numeric_limits<double>::infinity();
-  } else {
-    s.log_norm = static_cast<double>(best) + std::log(sum_exp(logits, best, 1.0f));
-  }
+  s.log_norm = log_sum_exp_row(logits.data(), static_cast<int64_t>(logits.size()), &s.argmax);
   return s;
 }
 

@@ -1,7 +1,7 @@
 // Quality measurement (`pagoda perplexity`): what one row of a model's logits says about
 // the next token. A row is a whole vocabulary (Gemma's 262,144 entries), so each function
-// is one or two linear passes; exponentials go through sampling's vectorized exp and are
-// summed in double, good to about 1e-7 relative.
+// is a few linear passes over a row in cache; the normalizer is the kernels'
+// log_sum_exp_row (vector exp within an ulp, summed in double), good to about 1e-6.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +14,7 @@ struct RowSummary {
   int32_t argmax = 0;   // the most likely token; ties go to the lowest id
 };
 
-// Both in one pass over the row (plus the exponentials); NaN logits are ignored for the
-// argmax and make log_norm NaN.
+// Both at once; NaN logits make log_norm NaN (the argmax is then meaningless).
 RowSummary summarize_row(std::span<const float> logits);
 
 // -log softmax(logits)[token], given the row's log_norm (summarize_row).

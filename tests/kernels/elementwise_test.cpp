@@ -261,6 +261,46 @@ TEST_P(ElementwiseSimdTest, SoftmaxMatchesScalar) {
   }
 }
 
+// The row normalizer of perplexity and compression: the SIMD bodies' vector exp (1 ulp)
+// and float lanes may move the log by about 1e-6; the argmax is the first maximum, and
+// the special rows (all -inf, a NaN, a tie split across vectors, one +inf) come out as the
+// scalar body's.
+TEST_P(ElementwiseSimdTest, LogSumExpRowMatchesScalar) {
+  const ElementwiseKernels simd = elementwise_kernels(GetParam()), ref = elementwise_kernels(SimdTarget::kScalar);
+  std::vector<int64_t> ns = sizes();
+  ns.push_back(262144 + 5);
+  for (int64_t n : ns) {
+    std::vector<float> x = values(n, 9, 12.0f);
+    for (int64_t i = 3; i < n; i += 7) x[static_cast<size_t>(i)] = -INFINITY;  // banned tokens
+    int32_t a = -1, b = -1;
+    const double ls = simd.log_sum_exp(x.data(), n, &a), lr = ref.log_sum_exp(x.data(), n, &b);
+    ASSERT_NEAR(ls, lr, 2e-6 * std::max(1.0, std::abs(lr))) << "n=" << n;
+    ASSERT_EQ(a, b) << "n=" << n;
+    // The same maximum twice, the second in a later vector: the first wins.
+    if (n > 40) {
+      x[5] = 2e4f;
+      x[static_cast<size_t>(n - 2)] = 2e4f;
+      ASSERT_NEAR(simd.log_sum_exp(x.data(), n, &a), ref.log_sum_exp(x.data(), n, &b), 2e-5) << "n=" << n;
+      ASSERT_EQ(a, 5);
+      ASSERT_EQ(b, 5);
+    }
+    std::vector<float> none(static_cast<size_t>(n), -INFINITY);
+    ASSERT_EQ(simd.log_sum_exp(none.data(), n, &a), -INFINITY);
+    ASSERT_EQ(a, 0);
+    std::vector<float> bad = values(n, 10, 3.0f);
+    bad[static_cast<size_t>(n / 2)] = NAN;
+    ASSERT_TRUE(std::isnan(simd.log_sum_exp(bad.data(), n, nullptr))) << "n=" << n;
+    ASSERT_TRUE(std::isnan(ref.log_sum_exp(bad.data(), n, nullptr)));
+  }
+  // Against the definition in long double on a small row.
+  const std::vector<float> small = {1.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+  long double sum = 0;
+  for (float v : small) sum += std::exp(static_cast<long double>(v));
+  int32_t at = -1;
+  EXPECT_NEAR(simd.log_sum_exp(small.data(), 5, &at), static_cast<double>(std::log(sum)), 1e-6);
+  EXPECT_EQ(at, 2);
+}
+
 // Soft-capping: every body gives the scalar softcap's bits (vtanh.h's vector tanh is the
 // correctly rounded one, as the scalar body's is), over sampled bit patterns of every
 // exponent, values near the tanh series / ratio switch (1/16 after the division) and its

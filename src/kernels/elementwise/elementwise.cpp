@@ -102,6 +102,25 @@ void softmax_scalar(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+double log_sum_exp_scalar(const float* x, int64_t n, int32_t* argmax) {
+  float mx = -INFINITY;
+  int64_t at = 0;
+  bool nan = false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > mx) {
+      mx = x[i];
+      at = i;
+    }
+    nan |= std::isnan(x[i]);
+  }
+  if (argmax) *argmax = static_cast<int32_t>(at);
+  if (nan) return NAN;
+  if (!(mx > -INFINITY)) return -INFINITY;
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
+  return static_cast<double>(mx) + std::log(sum);
+}
+
 void add_scalar(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) a[i] += b[i];
 }
@@ -133,6 +152,7 @@ ElementwiseKernels elementwise_kernels(SimdTarget target) {
   k.geglu = geglu_scalar;
   k.gelu = gelu_scalar;
   k.softmax = softmax_scalar;
+  k.log_sum_exp = log_sum_exp_scalar;
   k.add = add_scalar;
   k.scale = scale_scalar;
   k.exp = exp_scalar;
@@ -165,6 +185,7 @@ void swiglu(float* a, const float* b, int64_t n) { best().swiglu(a, b, n); }
 void geglu(float* a, const float* b, int64_t n) { best().geglu(a, b, n); }
 void gelu_inplace(float* a, int64_t n) { best().gelu(a, n); }
 void softmax(float* x, int64_t n) { best().softmax(x, n); }
+double log_sum_exp_row(const float* x, int64_t n, int32_t* argmax) { return best().log_sum_exp(x, n, argmax); }
 void add_inplace(float* a, const float* b, int64_t n) { best().add(a, b, n); }
 void scale_inplace(float* a, float s, int64_t n) { best().scale(a, s, n); }
 void exp_inplace(float* x, int64_t n) { best().exp(x, n); }

@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/elementwise/elementwise.h"
@@ -132,6 +134,62 @@ struct Elementwise {
     for (i = 0; i < n; i += L) store(x + i, V::mul(load(x + i, n - i), inv), n - i);
   }
 
+  // Three passes over a row that stays in cache: the max (and whether any value is NaN),
+  // the sum of exp_fast(x - max) in float lanes folded into a double every 256 values,
+  // and the first index holding the max.
+  static double log_sum_exp(const float* x, int64_t n, int32_t* argmax) {
+    F mv = V::set1(-INFINITY);
+    bool nan = false;
+    int64_t i = 0;
+    for (; i + L <= n; i += L) {
+      const F v = V::load(x + i);
+      nan |= V::any_nan(v);
+      mv = V::max(v, mv);
+    }
+    float mx = i > 0 ? V::hmax(mv) : -INFINITY;
+    for (; i < n; ++i) {
+      nan |= std::isnan(x[i]);
+      mx = mx < x[i] ? x[i] : mx;
+    }
+    if (argmax) {
+      *argmax = 0;
+      if (mx > -INFINITY) {
+        const F target = V::set1(mx);
+        int64_t j = 0;
+        for (; j + L <= n; j += L) {
+          const uint32_t hit = V::bits(V::eq(V::load(x + j), target));
+          if (hit != 0) break;
+        }
+        for (; j < n; ++j)
+          if (x[j] == mx) break;
+        *argmax = static_cast<int32_t>(j < n ? j : 0);
+      }
+    }
+    if (nan) return NAN;
+    if (!(mx > -INFINITY)) return -INFINITY;
+    const F shift = V::set1(mx);
+    double sum = 0.0;
+    constexpr int64_t kBlock = 256;
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t e = std::min(n, b + kBlock);
+      F acc0 = V::zero(), acc1 = V::zero();
+      int64_t j = b;
+      for (; j + 2 * L <= e; j += 2 * L) {
+        acc0 = V::add(acc0, exp_fast<V>(V::sub(V::load(x + j), shift)));
+        acc1 = V::add(acc1, exp_fast<V>(V::sub(V::load(x + j + L), shift)));
+      }
+      if (j + L <= e) {
+        acc0 = V::add(acc0, exp_fast<V>(V::sub(V::load(x + j), shift)));
+        j += L;
+      }
+      double tail = 0.0;
+      for (; j < e; ++j) tail += std::exp(static_cast<double>(x[j] - mx));
+      sum += tail;
+      sum += static_cast<double>(V::hsum(V::add(acc0, acc1)));
+    }
+    return static_cast<double>(mx) + std::log(sum);
+  }
+
   static void add(float* a, const float* b, int64_t n) {
     for (int64_t i = 0; i < n; i += L) store(a + i, V::add(load(a + i, n - i), load(b + i, n - i)), n - i);
   }
@@ -152,6 +210,7 @@ struct Elementwise {
     k.geglu = geglu;
     k.gelu = gelu_row;
     k.softmax = softmax;
+    k.log_sum_exp = log_sum_exp;
     k.add = add;
     k.scale = scale;
     k.exp = exp;
