@@ -255,6 +255,8 @@ int run_bench_throughput(const ThroughputArgs& a) {
         {"num_drafts", st.spec_drafts},
         {"num_draft_tokens", st.spec_drafted_tokens},
         {"num_accepted_tokens", st.spec_accepted_tokens},
+        {"num_branch_accepted_tokens", st.spec_branch_accepted_tokens},
+        {"branches", ec->speculative.branches},
         {"acceptance_rate", st.spec_drafted_tokens > 0 ? static_cast<double>(st.spec_accepted_tokens) / st.spec_drafted_tokens : 0.0},
         {"mean_accepted_length", st.spec_drafts > 0 ? static_cast<double>(st.spec_accepted_tokens) / st.spec_drafts : 0.0},
         {"draft_seconds", st.spec_draft_seconds},

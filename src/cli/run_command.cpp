@@ -203,12 +203,15 @@ int run_run(const RunArgs& a, bool use_ids) {
     const EngineStats es = (*engine)->stats();
     fmt::print(stderr,
                "\nspeculative decoding ({}): {} drafts of {} draft tokens, {} accepted ({:.0f}%), mean accepted length "
-               "{:.2f}, drafting {:.2f} s{}",
+               "{:.2f}, drafting {:.2f} s{}{}",
                (*engine)->config().speculative.method, es.spec_drafts, es.spec_drafted_tokens, es.spec_accepted_tokens,
                es.spec_drafted_tokens > 0 ? 100.0 * es.spec_accepted_tokens / es.spec_drafted_tokens : 0.0,
                es.spec_drafts > 0 ? static_cast<double>(es.spec_accepted_tokens) / es.spec_drafts : 0.0,
                es.spec_draft_seconds,
-               es.spec_draft_forwards > 0 ? fmt::format(" ({} draft forwards)", es.spec_draft_forwards) : std::string());
+               es.spec_draft_forwards > 0 ? fmt::format(" ({} draft forwards)", es.spec_draft_forwards) : std::string(),
+               (*engine)->config().speculative.branches > 1
+                   ? fmt::format(", {} accepted off the first branch", es.spec_branch_accepted_tokens)
+                   : std::string());
   }
   if (!a.quiet_stats) {
     const double decode_tps = s.generated_tokens > 1 ? (s.generated_tokens - 1) / s.decode_seconds : 0.0;

@@ -393,6 +393,7 @@ void Engine::propose_drafts() {
     ks.push_back(k);
   }
   std::vector<std::vector<int32_t>> drafts;
+  std::vector<DraftTree> trees;  // per sequence, where it drafted a tree with branches
   if (drafter_) {
     const DraftStats before = drafter_->stats();
     drafts = propose_with_model(seqs, ks);
@@ -401,8 +402,18 @@ void Engine::propose_drafts() {
       draft_forward_s_ = draft_forward_s_ > 0 ? draft_forward_s_ + (per - draft_forward_s_) / 8 : per;
     }
   } else {
-    for (size_t i = 0; i < seqs.size(); ++i)
+    trees.resize(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      // A tree where it can be verified: a constrained sequence cuts its drafts at the first
+      // its grammar forbids, which is a chain's notion; a split model does not take trees.
+      if (sc.branches > 1 && !seqs[i]->constraint && !model_.split().split()) {
+        trees[i] = propose_ngram_tree(seqs[i]->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, ks[i], sc.branches,
+                                      static_cast<size_t>(ks[i]) * static_cast<size_t>(sc.branches));
+        drafts.push_back(trees[i].tokens);
+        continue;
+      }
       drafts.push_back(propose_ngram(seqs[i]->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, ks[i]));
+    }
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
     std::vector<int32_t>& d = drafts[i];
@@ -418,7 +429,12 @@ void Engine::propose_drafts() {
     if (d.empty() || static_cast<int32_t>(d.size()) < sc.draft_min) continue;
     const int32_t base = s->len();
     s->tokens.insert(s->tokens.end(), d.begin(), d.end());
-    speculation_.push_back(Speculation{s, base, std::move(d)});
+    Speculation& sp = speculation_.emplace_back(Speculation{s, base, std::move(d), {}});
+    // One branch is a chain, verified as one.
+    if (i < trees.size() && trees[i].depth() < static_cast<int32_t>(trees[i].size())) {
+      sp.row_parent.push_back(-1);
+      for (int32_t p : trees[i].parent) sp.row_parent.push_back(p + 1);
+    }
   }
   counters_.spec_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -442,6 +458,8 @@ void Engine::trim_drafts(const std::vector<ScheduledSeq>& work) {
       if (w.seq == sp.seq) computed_end = std::max(sp.base_len, sp.seq->num_computed + w.n_tokens);
     sp.drafts.resize(static_cast<size_t>(computed_end - sp.base_len));
     sp.seq->tokens.resize(static_cast<size_t>(computed_end));
+    // Nodes come parents first, so the first ones kept are still a tree.
+    if (!sp.row_parent.empty()) sp.row_parent.resize(sp.drafts.size() + 1);
   }
   std::erase_if(speculation_, [](const Speculation& sp) { return sp.drafts.empty(); });
 }
@@ -460,11 +478,22 @@ int32_t Engine::verify_drafts(const Speculation& sp, size_t first_row, std::vect
   if (draw_scratch_.empty()) draw_scratch_.resize(1);
   const int64_t V = model_.config().n_vocab;
   const auto n = static_cast<int32_t>(sp.drafts.size());
+  const bool tree = !sp.row_parent.empty();
+  // The first child row of each row, and each row's next sibling (a tree's walk).
+  auto first_child = [&](int32_t r) {
+    if (!tree) return r < n ? r + 1 : -1;
+    for (int32_t c = r + 1; c <= n; ++c)
+      if (sp.row_parent[static_cast<size_t>(c)] == r) return c;
+    return -1;
+  };
   int32_t accepted = 0;
-  for (int32_t i = 0; i <= n; ++i) {
-    // Row i saw the drafts before it, all accepted so far: it is the row plain decoding
-    // would have sampled this token from.
-    Draw d{&s, first_row + static_cast<size_t>(i), s.params->logprobs >= 0 || s.params->return_logits, -1};
+  bool off_first = false;  // the walk left the first branch: a chain would have stopped
+  path_rows_.clear();
+  for (int32_t at = 0;;) {
+    // Row `at` saw the drafts on its branch before it, all accepted so far: it is the row
+    // plain decoding would have sampled this token from.
+    const int32_t next = first_child(at);
+    Draw d{&s, first_row + static_cast<size_t>(at), s.params->logprobs >= 0 || s.params->return_logits, -1};
     std::span<float> row(logits_.data() + d.row * V, static_cast<size_t>(V));
     if (d.copy) {
       draw_rows_[0].assign(row.begin(), row.end());
@@ -480,21 +509,61 @@ int32_t Engine::verify_drafts(const Speculation& sp, size_t first_row, std::vect
     }
     // A draft is kept with the probability the sequence's sampler gives it (greedy: when it
     // is the argmax); after the last draft, a plain draw.
+    // In a tree, a token the first child's draft did not match was drawn from the rest of
+    // the distribution (greedy: the argmax), so following the sibling that drafted it
+    // keeps the target's distribution exactly.
     bool kept = false;
-    if (i < n) d.token = s.sampler->sample_draft(row, s.tokens, sp.drafts[static_cast<size_t>(i)], draw_scratch_[0], &kept);
-    else d.token = s.sampler->sample(row, s.tokens, draw_scratch_[0]);
+    int32_t follow = -1;
+    if (next >= 0) {
+      d.token = s.sampler->sample_draft(row, s.tokens, sp.drafts[static_cast<size_t>(next - 1)], draw_scratch_[0], &kept);
+      if (kept) follow = next;
+      for (int32_t c = next + 1; tree && !kept && c <= n; ++c)
+        if (sp.row_parent[static_cast<size_t>(c)] == at && sp.drafts[static_cast<size_t>(c - 1)] == d.token) {
+          kept = true;
+          follow = c;
+          off_first = true;
+        }
+    } else {
+      d.token = s.sampler->sample(row, s.tokens, draw_scratch_[0]);
+    }
     StepOutput out;
     record_sample(d, out);
     finished = out.finish != FinishReason::kNone;
     outputs.push_back(std::move(out));
     if (finished || !kept) break;
     ++accepted;
+    if (off_first) ++counters_.spec_branch_accepted_tokens;
+    path_rows_.push_back(follow);
+    at = follow;
+  }
+  int32_t depth = n;  // a tree's deepest branch, as the chain it stands for
+  if (tree) {
+    std::vector<int32_t> d(sp.row_parent.size(), 0);
+    depth = 0;
+    for (size_t r = 1; r < d.size(); ++r) depth = std::max(depth, d[r] = d[static_cast<size_t>(sp.row_parent[r])] + 1);
   }
   ++counters_.spec_drafts;
   counters_.spec_drafted_tokens += n;
   counters_.spec_accepted_tokens += accepted;
-  s.draft.update(n, accepted, config_.speculative.num_speculative_tokens);
+  s.draft.update(depth, accepted, config_.speculative.num_speculative_tokens);
+  if (tree) keep_branch(sp, path_rows_);
   return accepted;
+}
+
+void Engine::keep_branch(const Speculation& sp, std::span<const int32_t> rows) {
+  const Sequence& s = *sp.seq;
+  const int32_t root = sp.base_len - 1;  // the last token's position, row 0's slot
+  const int32_t shift = storage_->block_shift();
+  const int32_t mask = (1 << shift) - 1;
+  // Depth d's row sits at or after slot root + d, and later rows at later slots, so moving
+  // in order of depth never overwrites a row still to move.
+  for (size_t d = 1; d <= rows.size(); ++d) {
+    const int32_t from = root + rows[d - 1], to = root + static_cast<int32_t>(d);
+    if (from == to) continue;
+    for (const std::vector<BlockId>& table : s.tables)
+      storage_->copy_row(table[static_cast<size_t>(from >> shift)], from & mask, table[static_cast<size_t>(to >> shift)],
+                         to & mask);
+  }
 }
 
 Result<std::vector<StepOutput>> Engine::step() {
@@ -517,6 +586,8 @@ Result<std::vector<StepOutput>> Engine::step() {
     batch_.add(std::span<const int32_t>(s->tokens).subspan(s->num_computed, w.n_tokens), s->num_computed, s->tables,
                last, logit_rows);
     batch_.seqs.back().pool = s->pool;
+    if (const Speculation* sp = speculation_of(s); sp != nullptr && !sp->row_parent.empty() && last)
+      batch_.seqs.back().tree_parent = sp->row_parent;
     if (embed) batch_.seqs.back().segment_b = s->params->segment_b;
     if (embed) counters_.embed_tokens += w.n_tokens;
     first_rows_.push_back(last ? rows : SIZE_MAX);

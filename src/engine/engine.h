@@ -70,6 +70,9 @@ struct EngineStats {
   int64_t spec_drafts = 0;
   int64_t spec_drafted_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // Of those, the ones a draft tree took from a branch other than its first (a chain of
+  // the first branch would have rejected them).
+  int64_t spec_branch_accepted_tokens = 0;
   double spec_draft_seconds = 0;       // time spent proposing drafts (a draft model's forwards included)
   // Embedding requests finished, and their prompt tokens.
   int64_t embed_requests = 0;
@@ -176,6 +179,10 @@ class Engine {
     Sequence* seq = nullptr;
     int32_t base_len = 0;            // the sequence's length without drafts
     std::vector<int32_t> drafts;     // those the step computes (after trim_drafts)
+    // A tree of drafts (SpeculativeConfig::branches): the parent row of each logit row
+    // (row 0 the last token, with -1; row i + 1 draft i), as BatchSeq::tree_parent wants
+    // it. Empty: the drafts are one chain.
+    std::vector<int32_t> row_parent;
   };
   void propose_drafts();
   // The draft model's proposals for the eligible sequences (k each) of this step.
@@ -183,6 +190,10 @@ class Engine {
   // A sequence that finished or left: its draft KV goes too.
   void forget_drafts(const Sequence& s);
   void trim_drafts(const std::vector<ScheduledSeq>& work);
+  // After a tree's verification: the accepted rows' keys and values move to the positions
+  // the branch was computed for (row r's slot is the last token's + r, its position the
+  // last token's + its depth).
+  void keep_branch(const Speculation& sp, std::span<const int32_t> rows);
   const Speculation* speculation_of(const Sequence* s) const;
   // Samples row after row of a drafted sequence while its choices equal the drafts;
   // returns the drafts accepted, with the outputs appended and `finished` set.
@@ -218,6 +229,7 @@ class Engine {
   std::vector<SamplerScratch> draw_scratch_;
   std::vector<StepOutput> forced_;     // fast_forward's outputs of one sequence, reused
   std::vector<Speculation> speculation_;  // this step's drafted sequences
+  std::vector<int32_t> path_rows_;        // verify_drafts: the rows of the accepted branch
   std::vector<size_t> first_rows_;        // per scheduled sequence: its first logits row (SIZE_MAX: none)
   std::vector<RequestId> lingering_;  // reported finished, sequences still padding a static batch
   EngineStats counters_;

@@ -50,6 +50,10 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
       auto v = as_int(1, 32);
       if (!v) return v.status();
       c.num_speculative_tokens = *v;
+    } else if (key == "branches") {
+      auto v = as_int(1, 8);
+      if (!v) return v.status();
+      c.branches = *v;
     } else if (key == "prompt_lookup_max") {
       auto v = as_int(1, 64);
       if (!v) return v.status();
@@ -60,7 +64,7 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
       c.prompt_lookup_min = *v;
     } else {
       return error("--speculative-config: unknown key \"{}\" (method, model, num_speculative_tokens, "
-                   "prompt_lookup_max, prompt_lookup_min, draft_min, draft_p_min)",
+                   "prompt_lookup_max, prompt_lookup_min, branches, draft_min, draft_p_min)",
                    key);
     }
   }
@@ -72,6 +76,11 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
   if (c.method == "ngram" && !c.model.empty())
     return error("--speculative-config: \"model\" is for the draft_model method; ngram drafts from the sequence itself");
   if (c.num_speculative_tokens == 0) return error("--speculative-config: num_speculative_tokens is required");
+  if (c.branches > 1 && c.method != "ngram")
+    return error("--speculative-config: branches (a tree of drafts) is for the ngram method; a draft model proposes one chain");
+  if (c.branches * c.num_speculative_tokens > 63)
+    return error("--speculative-config: branches x num_speculative_tokens is {}; a tree holds at most 63 drafts",
+                 c.branches * c.num_speculative_tokens);
   if (c.prompt_lookup_min > c.prompt_lookup_max)
     return error("--speculative-config: prompt_lookup_min {} is more than prompt_lookup_max {}", c.prompt_lookup_min,
                  c.prompt_lookup_max);
@@ -92,6 +101,64 @@ std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int32_t min_
     }
   }
   return {};
+}
+
+int32_t DraftTree::child(int32_t from, int32_t t) const {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (parent[i] == from && tokens[i] == t) return static_cast<int32_t>(i);
+  return -1;
+}
+
+void DraftTree::add_path(std::span<const int32_t> path, size_t budget) {
+  int32_t at = -1;
+  for (int32_t t : path) {
+    const int32_t next = child(at, t);
+    if (next >= 0) {
+      at = next;
+      continue;
+    }
+    if (tokens.size() >= budget) return;
+    tokens.push_back(t);
+    parent.push_back(at);
+    at = static_cast<int32_t>(tokens.size()) - 1;
+  }
+}
+
+int32_t DraftTree::depth() const {
+  std::vector<int32_t> d(tokens.size());
+  int32_t most = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    d[i] = parent[i] >= 0 ? d[static_cast<size_t>(parent[i])] + 1 : 1;
+    most = std::max(most, d[i]);
+  }
+  return most;
+}
+
+DraftTree propose_ngram_tree(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
+                             int32_t branches, size_t budget) {
+  DraftTree tree;
+  const auto len = static_cast<int64_t>(tokens.size());
+  if (k <= 0 || branches <= 0 || budget == 0) return tree;
+  int32_t found = 0;
+  // Occurrences already used (by where their continuation starts): a shorter suffix
+  // matches wherever a longer one did, and would add the same continuation again.
+  std::vector<int64_t> used;
+  for (int64_t n = std::min<int64_t>(max_n, len - 1); n >= min_n && found < branches; --n) {
+    const std::span<const int32_t> suffix = tokens.subspan(static_cast<size_t>(len - n));
+    for (int64_t start = len - n - 1; start >= 0 && found < branches; --start) {
+      if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + start)) continue;
+      const int64_t from = start + n;
+      if (std::find(used.begin(), used.end(), from) != used.end()) continue;
+      used.push_back(from);
+      const int64_t take = std::min<int64_t>(k, len - from);
+      const size_t before = tree.size();
+      tree.add_path(tokens.subspan(static_cast<size_t>(from), static_cast<size_t>(take)), budget);
+      // A continuation the tree already held whole is not another branch.
+      if (tree.size() > before) ++found;
+      if (tree.size() >= budget) return tree;
+    }
+  }
+  return tree;
 }
 
 double draft_speedup(double alpha, double cost, int32_t k) {

@@ -27,6 +27,9 @@ struct SpeculativeConfig {
   int32_t num_speculative_tokens = 0;  // the most drafts per step and sequence
   int32_t prompt_lookup_max = 4;       // the longest suffix looked up (tokens)
   int32_t prompt_lookup_min = 1;       // the shortest
+  // ngram: the most alternative continuations verified together as a tree (S3; 1: one
+  // chain). Each is up to num_speculative_tokens long; shared beginnings are verified once.
+  int32_t branches = 1;
   std::string model;                   // draft_model: its GGUF path or catalog name
   int32_t draft_min = 0;               // fewer drafts than this are not verified (llama.cpp's --draft-min)
   float draft_p_min = 0.0f;            // draft_model: stop drafting below this top probability
@@ -49,6 +52,27 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json);
 // Up to k tokens to follow `tokens`: after the most recent earlier occurrence of its
 // longest suffix of n tokens, min_n <= n <= max_n (none found: empty). O(len * max_n).
 std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k);
+
+// A tree of drafts (S3): several continuations of a sequence verified in one forward. The
+// nodes are listed parents first; parent[i] is the index of node i's parent, or -1 when it
+// follows the sequence's last token directly. A chain is the tree with parent[i] = i - 1.
+struct DraftTree {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> parent;
+  size_t size() const { return tokens.size(); }
+  // The node after `from` (-1: the root) whose token is t, or -1.
+  int32_t child(int32_t from, int32_t t) const;
+  // Adds the path `path` below `from` (shared nodes reused), at most `budget` nodes in all.
+  void add_path(std::span<const int32_t> path, size_t budget);
+  int32_t depth() const;  // of the deepest node (a chain's length)
+};
+
+// Prompt lookup as a tree: the continuations (up to k tokens each) after up to `branches`
+// earlier occurrences of the sequence's suffix, longest suffixes first and the most recent
+// occurrence first within a length, merged where they start alike; at most `budget`
+// nodes. The first branch is propose_ngram's chain, so branches = 1 is exactly it.
+DraftTree propose_ngram_tree(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
+                             int32_t branches, size_t budget);
 
 // How a sequence's draft length adapts to what it accepts: after a step that verified
 // `drafted` tokens and accepted `accepted`, the next draft length and how many steps to

@@ -136,4 +136,10 @@ void KvStorage::copy_block(BlockId src, BlockId dst, int32_t n_rows) {
   if (copy_listener_) copy_listener_(src, dst, n_rows);
 }
 
+void KvStorage::copy_row(BlockId src, int32_t src_slot, BlockId dst, int32_t dst_slot) {
+  const auto n = static_cast<size_t>(shape_.row_bytes());
+  for (int32_t l = 0; l < layout_.layers_per_block(); ++l)
+    for (int kv = 0; kv < 2; ++kv) std::memmove(slot_row(l, kv, dst, dst_slot), slot_row(l, kv, src, src_slot), n);
+}
+
 }  // namespace pagoda

@@ -76,6 +76,11 @@ class KvStorage {
   // Copies the first n_rows slots of block src to block dst in every layer it holds
   // (copy-on-write).
   void copy_block(BlockId src, BlockId dst, int32_t n_rows);
+  // Copies one position's K and V rows (every layer the block holds) from slot src_slot
+  // of block src to slot dst_slot of block dst: tree verification (engine/speculative.h)
+  // moves the accepted branch's rows to the positions they were computed for. Not seen by
+  // the copy listener (trees are not offered to a model split over processes).
+  void copy_row(BlockId src, int32_t src_slot, BlockId dst, int32_t dst_slot);
   // Sees every copy_block: a model split over processes (src/dist) repeats rank 0's copies
   // in the other processes' storage before their next step.
   using CopyListener = std::function<void(BlockId src, BlockId dst, int32_t n_rows)>;

@@ -24,6 +24,13 @@ struct BatchSeq {
   // With logits: rows for this many of its last tokens, in position order (1: the last
   // token only; speculative decoding verifies its drafted tokens with one row each).
   int32_t logit_rows = 1;
+  // Empty, or a speculative draft tree over the logit rows (at most 64): tree_parent[r] is
+  // row r's parent row (row 0, the sequence's last verified token, has -1; a parent comes
+  // before its child). Each row then sits at position (first row's) + its depth and
+  // attends to the tokens before the rows plus its own ancestors only (kernels'
+  // AttnSeq::tree), so every root-to-leaf branch is computed as if decoded alone; the
+  // keys of row r are written at the first row's position + r whatever its depth.
+  std::span<const int32_t> tree_parent;
   // An embedding: Model::forward writes this sequence's pooled hidden state (its tokens in
   // this batch: their sum for kMean, position 0's row for kCls, the last one's for kLast).
   Pooling pool = Pooling::kNone;
@@ -52,7 +59,12 @@ struct Batch {
   void add(std::span<const int32_t> toks, int32_t pos0, std::span<const std::vector<BlockId>> tables, bool logits,
            int32_t logit_rows = 1) {
     tokens.insert(tokens.end(), toks.begin(), toks.end());
-    seqs.push_back(BatchSeq{static_cast<int32_t>(toks.size()), pos0, tables, logits, logit_rows});
+    BatchSeq& s = seqs.emplace_back();
+    s.n_tokens = static_cast<int32_t>(toks.size());
+    s.pos0 = pos0;
+    s.tables = tables;
+    s.logits = logits;
+    s.logit_rows = logit_rows;
   }
   int32_t n_pooled() const {
     int32_t n = 0;

@@ -121,6 +121,16 @@ Status Model::forward(const Batch& batch, KvStorage& kv, float* logits, float* p
     if (s.n_tokens <= 0 || s.pos0 < 0) return error("forward: a sequence has {} tokens at position {}", s.n_tokens, s.pos0);
     if (s.logits && (s.logit_rows < 1 || s.logit_rows > s.n_tokens))
       return error("forward: a sequence of {} tokens asks for {} rows of logits", s.n_tokens, s.logit_rows);
+    if (!s.tree_parent.empty()) {
+      if (!s.logits || static_cast<int32_t>(s.tree_parent.size()) != s.logit_rows || s.logit_rows > 64)
+        return error("forward: a draft tree of {} nodes needs as many logit rows (at most 64), not {}",
+                     s.tree_parent.size(), s.logits ? s.logit_rows : 0);
+      if (split_.split()) return error("forward: draft trees are not verified on a model split over processes");
+      for (size_t r = 0; r < s.tree_parent.size(); ++r)
+        if (r == 0 ? s.tree_parent[r] != -1 : s.tree_parent[r] < 0 || s.tree_parent[r] >= static_cast<int32_t>(r))
+          return error("forward: draft tree node {} has parent {} (the root's is -1, any other's an earlier node)", r,
+                       s.tree_parent[r]);
+    }
     if (s.logits && !c.has_lm_head)
       return error("this {} model has no output head: it gives embeddings, not logits", c.arch_name);
     if (s.pool == Pooling::kRank && c.n_cls_out == 0)
@@ -346,6 +356,7 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
   for (const BatchSeq& s : seqs) n += s.n_tokens;
   ensure_scratch(n);
   pos_.resize(static_cast<size_t>(n));
+  slot_.resize(static_cast<size_t>(n));
   types_.resize(static_cast<size_t>(n));
   tables_.resize(static_cast<size_t>(n));
   // Per layer group, every sequence reading through that group's tables.
@@ -366,14 +377,46 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
   size_t a = 0;
   for (const BatchSeq& s : seqs) {
     const int32_t lone = lone_rows(s), head = s.n_tokens - lone;
+    // A draft tree's rows: each node's ancestors (itself included) as key bits from the
+    // root's slot, and its depth.
+    tree_masks_.assign(static_cast<size_t>(lone), 0);
+    tree_depths_.assign(static_cast<size_t>(lone), 0);
+    const bool tree = !s.tree_parent.empty();
+    for (int32_t r = 0; tree && r < lone; ++r) {
+      const int32_t parent = s.tree_parent[static_cast<size_t>(r)];
+      tree_masks_[r] = (parent >= 0 ? tree_masks_[parent] : 0) | (uint64_t{1} << r);
+      tree_depths_[r] = parent >= 0 ? tree_depths_[parent] + 1 : 0;
+    }
+    const int32_t base = s.pos0 + head;
     for (int32_t g = 0; g < layout.n_groups(); ++g) {
       AttnSeq* out = &attn_seqs_[g * n_attn_seqs_ + a];
-      if (head > 0) *out++ = AttnSeq{t, head, s.pos0, s.tables[g].data(), !causal};
-      for (int32_t j = head; j < s.n_tokens; ++j) *out++ = AttnSeq{t + j, 1, s.pos0 + j, s.tables[g].data()};
+      if (head > 0) {
+        *out = AttnSeq{};
+        out->q_offset = t;
+        out->n_tokens = head;
+        out->pos0 = s.pos0;
+        out->block_table = s.tables[g].data();
+        out->bidirectional = !causal;
+        ++out;
+      }
+      for (int32_t j = head; j < s.n_tokens; ++j) {
+        *out = AttnSeq{};
+        out->q_offset = t + j;
+        out->n_tokens = 1;
+        out->pos0 = s.pos0 + j;
+        out->block_table = s.tables[g].data();
+        if (tree) {
+          out->tree = tree_masks_[j - head];
+          out->tree_base = base;
+          out->tree_pos = base + tree_depths_[j - head];
+        }
+        ++out;
+      }
     }
     a += lone + (head > 0 ? 1 : 0);
     for (int32_t j = 0; j < s.n_tokens; ++j, ++t) {
-      pos_[t] = s.pos0 + j;
+      slot_[t] = s.pos0 + j;
+      pos_[t] = tree && j >= head ? base + tree_depths_[j - head] : slot_[t];
       tables_[t] = s.tables.data();
       types_[t] = s.segment_b > 0 && pos_[t] >= s.segment_b ? 1 : 0;
     }
@@ -461,7 +504,8 @@ Status Model::attention_block(int32_t l, int64_t n, KvStorage& kv) {
     }
     const int32_t pos = pos_[t];
     if (!c.layer_skips_rope[l]) rope_apply(qt, n_q, kt, n_kv, c.head_dim, pos, rope);
-    if (!split_.sequence_parallel()) kv.store(l, tables_[t][group][pos >> shift], pos & mask, kt, vt);
+    const int32_t slot = slot_[t];
+    if (!split_.sequence_parallel()) kv.store(l, tables_[t][group][slot >> shift], slot & mask, kt, vt);
   });
   // Sequence parallel: every rank stores every token's keys and values before any query
   // reads them.

@@ -202,9 +202,12 @@ class Model {
   std::vector<int32_t> moe_offsets_, moe_cursor_;
   std::vector<MatmulJob> moe_jobs_;
   MoeStats moe_stats_;
-  std::vector<int32_t> pos_;
+  std::vector<int32_t> pos_;   // each token's position (RoPE, learned positions)
+  std::vector<int32_t> slot_;  // where its keys and values go: its position but in a draft tree
   std::vector<uint8_t> types_;  // each token's token type (BatchSeq::segment_b)
   std::vector<const std::vector<BlockId>*> tables_;  // each token's block tables, per layer group
+  std::vector<uint64_t> tree_masks_;   // plan_chunk's scratch for a draft tree's rows
+  std::vector<int32_t> tree_depths_;
   std::vector<AttnSeq> attn_seqs_;  // per layer group, n_attn_seqs_ each
   size_t n_attn_seqs_ = 0;
   std::vector<BatchSeq> pieces_;

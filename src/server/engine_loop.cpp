@@ -241,6 +241,7 @@ void EngineLoop::publish_gauges() {
   g.spec_drafts = st.spec_drafts;
   g.spec_drafted = st.spec_drafted_tokens;
   g.spec_accepted = st.spec_accepted_tokens;
+  g.spec_branch_accepted = st.spec_branch_accepted_tokens;
   g.spec_draft_s = st.spec_draft_seconds;
   const MoeStats& moe = engine_.model().moe_stats();
   if (moe.enabled()) {

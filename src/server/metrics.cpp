@@ -193,6 +193,9 @@ std::string Metrics::render() const {
           static_cast<double>(engine_.spec_drafted));
   counter("spec_decode_num_accepted_tokens", "Speculative decoding: draft tokens accepted.",
           static_cast<double>(engine_.spec_accepted));
+  counter("spec_decode_num_branch_accepted_tokens",
+          "Speculative decoding: accepted draft tokens a tree took from a branch other than its first.",
+          static_cast<double>(engine_.spec_branch_accepted));
   counter("spec_decode_draft_seconds", "Speculative decoding: time spent proposing drafts (a draft model's forwards).",
           engine_.spec_draft_s);
   counter("prompt_tokens", "Prompt tokens processed.", static_cast<double>(prompt_tokens_));

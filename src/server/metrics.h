@@ -39,7 +39,7 @@ struct EngineGauges {
   int32_t kv_blocks = 0, block_size = 0, max_num_seqs = 0;
   size_t kv_bytes = 0;
   // Speculative decoding (vLLM's spec_decode counters): draft tokens verified, accepted.
-  int64_t spec_drafts = 0, spec_drafted = 0, spec_accepted = 0;
+  int64_t spec_drafts = 0, spec_drafted = 0, spec_accepted = 0, spec_branch_accepted = 0;
   double spec_draft_s = 0;
   // A mixture-of-experts model's statistics since start (model/moe_stats.h); experts 0:
   // dense, none rendered. Per layer only summaries, so the label count stays bounded.

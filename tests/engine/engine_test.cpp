@@ -82,6 +82,22 @@ TEST(Engine, SpeculativeDecodingMixedWorkloadMatchesPlainDecoding) {
   }
 }
 
+// Trees of drafts (several earlier occurrences' continuations verified in one step, each
+// node attending to its own branch, the accepted branch's KV moved into place) through
+// the same workload: every request's greedy tokens equal plain decoding's, and some
+// accepted tokens came from a branch other than the first (what a chain would have lost).
+TEST(Engine, DraftTreesMixedWorkloadMatchPlainDecoding) {
+  REQUIRE_EXACT_BATCHING();
+  ThreadPool pool(2);
+  EngineConfig c = ngram_speculation(4);
+  c.speculative.branches = 3;
+  c.speculative.prompt_lookup_min = 1;
+  const EngineStats st = check_mixed_workload(load_tiny(pool, "engine_spec_tree"), c, 36);
+  EXPECT_GT(st.spec_accepted_tokens, 0);
+  EXPECT_GT(st.spec_branch_accepted_tokens, 0) << "random models loop, so later branches must hit too";
+  EXPECT_LE(st.spec_branch_accepted_tokens, st.spec_accepted_tokens);
+}
+
 // A draft model through the same workload: its own paged KV follows each sequence
 // (rolled back to what the target accepted, cut where preemption took the target's), and
 // whatever it proposes, every request's greedy tokens equal plain decoding's. A copy of the
@@ -255,18 +271,22 @@ TEST(Engine, SpeculativeSamplingIsReproducibleAndBatchIndependent) {
     p.sampling.seed = 100 + i;
     return p;
   };
-  EngineConfig c = ngram_speculation(4);
-  auto e = Engine::create(*m.model, m.tok.get(), c);
-  ASSERT_TRUE(e.is_ok());
-  std::vector<RequestId> ids;
-  for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], sampled(i)));
-  Outputs got = drain(**e);
-  EXPECT_GT((*e)->stats().spec_accepted_tokens, 0);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto one = Engine::create(*m.model, m.tok.get(), c);
-    ASSERT_TRUE(one.is_ok());
-    const RequestId id = *(*one)->add_request(w.prompts[i], sampled(i));
-    EXPECT_EQ((got[{ids[i], 0}]), (drain(**one)[{id, 0}])) << "request " << i;
+  for (int32_t branches : {1, 3}) {
+    SCOPED_TRACE(branches);
+    EngineConfig c = ngram_speculation(4);
+    c.speculative.branches = branches;
+    auto e = Engine::create(*m.model, m.tok.get(), c);
+    ASSERT_TRUE(e.is_ok());
+    std::vector<RequestId> ids;
+    for (size_t i = 0; i < w.prompts.size(); ++i) ids.push_back(*(*e)->add_request(w.prompts[i], sampled(i)));
+    Outputs got = drain(**e);
+    EXPECT_GT((*e)->stats().spec_accepted_tokens, 0);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto one = Engine::create(*m.model, m.tok.get(), c);
+      ASSERT_TRUE(one.is_ok());
+      const RequestId id = *(*one)->add_request(w.prompts[i], sampled(i));
+      EXPECT_EQ((got[{ids[i], 0}]), (drain(**one)[{id, 0}])) << "request " << i;
+    }
   }
 }
 
@@ -289,6 +309,10 @@ TEST(Engine, PackedWeightsBatchExactlyOnTheirSimdKernels) {
     // Verifying drafts is a batched step too: the same panels give the same rows.
     SCOPED_TRACE("prompt lookup");
     EXPECT_GT(check_mixed_workload(m, ngram_speculation(4)).spec_accepted_tokens, 0);
+    // And a tree's nodes, masked to their branches.
+    EngineConfig tree = ngram_speculation(4);
+    tree.speculative.branches = 3;
+    EXPECT_GT(check_mixed_workload(m, tree, 36).spec_branch_accepted_tokens, 0);
   }
 }
 

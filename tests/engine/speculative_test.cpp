@@ -30,6 +30,38 @@ TEST(PromptLookup, ContinuesTheMostRecentEarlierOccurrenceOfTheLongestSuffix) {
   EXPECT_TRUE(lookup({}, 1, 2, 3).empty());
 }
 
+// A tree of continuations (S3): one branch per earlier occurrence, longest suffix first,
+// most recent first; the first branch is propose_ngram's chain; shared beginnings are one
+// node; parents come before children; the budget caps the nodes.
+TEST(PromptLookupTree, MergesTheContinuationsOfSeveralOccurrences) {
+  // "2 3" occurs three times before the end: followed by 7 8, 4 9 and 7 5.
+  const std::vector<int32_t> t = {2, 3, 7, 5, 1, 2, 3, 4, 9, 6, 2, 3, 7, 8, 0, 2, 3};
+  const DraftTree one = propose_ngram_tree(t, 1, 2, 2, 1, 16);
+  EXPECT_EQ(one.tokens, propose_ngram(t, 1, 2, 2));
+  EXPECT_EQ(one.parent, (std::vector<int32_t>{-1, 0}));
+  EXPECT_EQ(one.depth(), 2);
+  const DraftTree tree = propose_ngram_tree(t, 1, 2, 2, 3, 16);
+  // 7 -> 8 (most recent), 4 -> 9, then 7 -> 5 shares the 7.
+  EXPECT_EQ(tree.tokens, (std::vector<int32_t>{7, 8, 4, 9, 5}));
+  EXPECT_EQ(tree.parent, (std::vector<int32_t>{-1, 0, -1, 2, 0}));
+  EXPECT_EQ(tree.depth(), 2);
+  EXPECT_EQ(tree.child(-1, 4), 2);
+  EXPECT_EQ(tree.child(0, 5), 4);
+  EXPECT_EQ(tree.child(0, 9), -1);
+  // Two branches only; and a budget of 3 nodes cuts the second branch short.
+  EXPECT_EQ(propose_ngram_tree(t, 1, 2, 2, 2, 16).tokens, (std::vector<int32_t>{7, 8, 4, 9}));
+  EXPECT_EQ(propose_ngram_tree(t, 1, 2, 2, 3, 3).tokens, (std::vector<int32_t>{7, 8, 4}));
+  // A shorter suffix's matches that a longer one already used add nothing; one that only the
+  // shorter suffix matches ("3" alone, followed by 1) is another branch.
+  const std::vector<int32_t> u = {3, 1, 2, 3, 6, 2, 3};
+  const DraftTree w = propose_ngram_tree(u, 1, 2, 1, 4, 16);
+  EXPECT_EQ(w.tokens, (std::vector<int32_t>{6, 1}));
+  EXPECT_EQ(w.parent, (std::vector<int32_t>{-1, -1}));
+  EXPECT_TRUE(propose_ngram_tree(std::vector<int32_t>{1, 2, 3}, 1, 2, 4, 3, 16).tokens.empty());
+  for (const DraftTree& d : {one, tree, w})
+    for (size_t i = 0; i < d.size(); ++i) EXPECT_LT(d.parent[i], static_cast<int32_t>(i));
+}
+
 TEST(DraftLength, GrowsWhileAllIsAcceptedAndBacksOffWhenNothingIs) {
   DraftState d;
   d.update(6, 6, 6);
@@ -108,6 +140,16 @@ TEST(SpeculativeConfigJson, ReadsVllmsKeysAndNamesWhatIsWrong) {
                 .find("prompt_lookup_min 5 is more than prompt_lookup_max 2"),
             std::string::npos);
   EXPECT_NE(message(R"({"method": "draft_model", "num_speculative_tokens": 2})").find("needs \"model\""),
+            std::string::npos);
+  auto tree = parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 4, "branches": 3})");
+  ASSERT_TRUE(tree.is_ok()) << tree.status().message();
+  EXPECT_EQ(tree->branches, 3);
+  EXPECT_EQ(c->branches, 1);
+  EXPECT_NE(message(R"({"model": "d.gguf", "num_speculative_tokens": 4, "branches": 2})").find("for the ngram method"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 16, "branches": 4})").find("at most 63"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"method": "ngram", "num_speculative_tokens": 4, "branches": 9})").find("integer in 1..8"),
             std::string::npos);
   EXPECT_NE(message("[1]").find("JSON object"), std::string::npos);
   EXPECT_NE(message("{").find("not JSON"), std::string::npos);

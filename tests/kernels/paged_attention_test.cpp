@@ -238,3 +238,131 @@ TEST(PagedAttention, ScratchOfTheTiledPathDoesNotGrowWithTheContext) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// A draft tree's nodes (AttnSeq::tree): each node, verified with its siblings in one call,
+// must attend exactly as it would had its branch been decoded alone: against a cache
+// where the prefix is followed by just its ancestors, at the position of its depth. The
+// scalar body sums in key order, so the masked keys' zeros leave its result bit for bit;
+// the SIMD bodies' double sum of the softmax moves keys between lanes, within 1e-6.
+// Short contexts (whole rows), past 2048 keys (tiles), a lone decode long enough to split
+// its keys, and a sliding window that starts before the tree.
+TEST(PagedAttention, DraftTreeNodesSeeOnlyTheirAncestors) {
+  struct Shape {
+    int32_t prefix, window;
+  };
+  // Root (the last verified token) 0; 1, 2 its children; 3 under 1; 4, 5 under 2; 6 under 5.
+  const std::vector<int32_t> parent = {-1, 0, 0, 1, 2, 2, 5};
+  const int32_t n = static_cast<int32_t>(parent.size());
+  std::vector<int32_t> depth(n, 0);
+  std::vector<uint64_t> mask(n, 0);
+  for (int32_t r = 0; r < n; ++r) {
+    depth[r] = parent[r] >= 0 ? depth[parent[r]] + 1 : 0;
+    mask[r] = (parent[r] >= 0 ? mask[parent[r]] : 0) | (uint64_t{1} << r);
+  }
+  const int32_t heads = 4, kv_heads = 2, hd = 64, block = 16;
+  const int64_t row_bytes = kv_row_bytes(KvType::kF16, kv_heads, hd);
+  for (const Shape sh : {Shape{37, 0}, Shape{2500, 0}, Shape{9000, 0}, Shape{300, 64}}) {
+    SCOPED_TRACE(sh.prefix);
+    std::mt19937 rng(static_cast<uint32_t>(sh.prefix));
+    const int32_t total = sh.prefix + n;
+    const int32_t blocks = (total + block - 1) / block;
+    std::vector<uint8_t> k(static_cast<size_t>(blocks) * block * row_bytes), v(k.size());
+    std::vector<float> scratch(static_cast<size_t>(kv_heads * hd));
+    for (int32_t r = 0; r < blocks * block; ++r) {
+      fill_row(KvType::kF16, kv_heads, hd, rng, &k[r * row_bytes], scratch.data());
+      fill_row(KvType::kF16, kv_heads, hd, rng, &v[r * row_bytes], scratch.data());
+    }
+    std::vector<int32_t> table(static_cast<size_t>(blocks));
+    std::iota(table.begin(), table.end(), 0);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> q(static_cast<size_t>(n) * heads * hd);
+    for (float& x : q) x = nd(rng);
+    AttentionParams p;
+    p.n_heads = heads;
+    p.n_kv_heads = kv_heads;
+    p.head_dim = hd;
+    p.scale = 0.125f;
+    p.window = sh.window;
+    auto kv_of = [&](const std::vector<uint8_t>& kk, const std::vector<uint8_t>& vv) {
+      PagedKv kv;
+      kv.k = kk.data();
+      kv.v = vv.data();
+      kv.block_stride = block * row_bytes;
+      kv.row_stride = row_bytes;
+      kv.block_shift = 4;
+      return kv;
+    };
+    for (SimdTarget target : runnable_simd_targets()) {
+      SCOPED_TRACE(simd_target_name(target));
+      const attn::Body body = attn::body_for(target, hd);
+      ThreadPool tp(2);
+      // Every node in one call, as a step verifies them.
+      std::vector<AttnSeq> seqs;
+      for (int32_t r = 0; r < n; ++r) {
+        AttnSeq a;
+        a.q_offset = r;
+        a.n_tokens = 1;
+        a.pos0 = sh.prefix + r;
+        a.block_table = table.data();
+        a.tree = mask[r];
+        a.tree_base = sh.prefix;
+        a.tree_pos = sh.prefix + depth[r];
+        seqs.push_back(a);
+      }
+      std::vector<float> out(q.size());
+      attn::run_paged(body, q.data(), seqs, kv_of(k, v), p, out.data(), tp);
+      for (int32_t r = 0; r < n; ++r) {
+        SCOPED_TRACE(r);
+        // The branch alone: the prefix, then the node's ancestors from the root down.
+        std::vector<uint8_t> kb(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(sh.prefix * row_bytes));
+        std::vector<uint8_t> vb(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(sh.prefix * row_bytes));
+        std::vector<int32_t> path;
+        for (int32_t a = r; a >= 0; a = parent[a]) path.insert(path.begin(), a);
+        for (int32_t a : path) {
+          const auto at = static_cast<std::ptrdiff_t>((sh.prefix + a) * row_bytes);
+          kb.insert(kb.end(), k.begin() + at, k.begin() + at + row_bytes);
+          vb.insert(vb.end(), v.begin() + at, v.begin() + at + row_bytes);
+        }
+        kb.resize(static_cast<size_t>(blocks) * block * row_bytes);
+        vb.resize(kb.size());
+        // As many copies of the branch alone as the tree has nodes, so the call splits its
+        // work the same way (a lone long decode would split its keys into parts).
+        const size_t qn = static_cast<size_t>(heads) * hd;
+        std::vector<float> qq(static_cast<size_t>(n) * qn);
+        std::vector<AttnSeq> alone(static_cast<size_t>(n));
+        for (int32_t c = 0; c < n; ++c) {
+          std::copy_n(&q[static_cast<size_t>(r) * qn], qn, &qq[static_cast<size_t>(c) * qn]);
+          alone[c].q_offset = c;
+          alone[c].n_tokens = 1;
+          alone[c].pos0 = sh.prefix + depth[r];
+          alone[c].block_table = table.data();
+        }
+        std::vector<float> want(qq.size());
+        attn::run_paged(body, qq.data(), alone, kv_of(kb, vb), p, want.data(), tp);
+        for (size_t i = 0; i < qn; ++i) {
+          const float got = out[static_cast<size_t>(r) * qn + i];
+          if (target == SimdTarget::kScalar) ASSERT_EQ(got, want[i]) << "i " << i;
+          else ASSERT_NEAR(got, want[i], 1e-6) << "i " << i;
+        }
+        // The node in a call of its own: past 1,024 keys its keys are split into parts
+        // (at other boundaries than the branch's alone, so within rounding).
+        std::vector<float> own(qn), own_want(qn);
+        AttnSeq node = seqs[static_cast<size_t>(r)];
+        node.q_offset = 0;
+        attn::run_paged(body, &q[static_cast<size_t>(r) * qn], std::span<const AttnSeq>(&node, 1), kv_of(k, v), p,
+                        own.data(), tp);
+        AttnSeq lone = alone[0];
+        lone.q_offset = 0;
+        attn::run_paged(body, &q[static_cast<size_t>(r) * qn], std::span<const AttnSeq>(&lone, 1), kv_of(kb, vb), p,
+                        own_want.data(), tp);
+        for (size_t i = 0; i < qn; ++i) ASSERT_NEAR(own[i], own_want[i], 1e-6) << "alone, i " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -41,7 +41,7 @@ void attend_scalar_tiled(const Unit& u) {
   float* qh = acc + hd;
   for (int32_t t = 0; t < u.n_tokens; ++t) {
     const int32_t pos = u.hi + t;
-    const int32_t lo = std::max(u.klo, u.window > 0 ? std::max(u.lo, pos - u.window + 1) : u.lo);
+    const int32_t lo = std::max(u.klo, u.window > 0 && u.tree == 0 ? std::max(u.lo, pos - u.window + 1) : u.lo);
     const int32_t hi = std::min(u.key_last >= 0 ? u.key_last : pos, u.khi);
     for (int32_t h = 0; h < u.n_heads; ++h) {
       const float* qs = u.q + t * u.q_stride + static_cast<int64_t>(h) * hd;
@@ -58,6 +58,11 @@ void attend_scalar_tiled(const Unit& u) {
           scores[j - j0] = s * u.scale;
           if (u.softcap != 0.0f) scores[j - j0] = softcap(scores[j - j0], u.softcap);
           mt = std::max(mt, scores[j - j0]);
+        }
+        if (u.tree != 0) {
+          mask_tree_keys(u, scores, j0, j1 - j0 + 1);
+          mt = -INFINITY;
+          for (int32_t j = j0; j <= j1; ++j) mt = std::max(mt, scores[j - j0]);
         }
         const float m_new = std::max(m, mt);
         const float alpha = m == -INFINITY ? 0.0f : std::exp(m - m_new);
@@ -99,7 +104,7 @@ void attend_scalar(const Unit& u) {
   float* qh = u.scratch + u.ld;
   for (int32_t t = 0; t < u.n_tokens; ++t) {
     const int32_t pos = u.hi + t;
-    const int32_t lo = u.window > 0 ? std::max(u.lo, pos - u.window + 1) : u.lo;
+    const int32_t lo = u.window > 0 && u.tree == 0 ? std::max(u.lo, pos - u.window + 1) : u.lo;
     const int32_t last = u.key_last >= 0 ? u.key_last : pos;
     const int32_t len = last - lo + 1;
     for (int32_t h = 0; h < u.n_heads; ++h) {
@@ -115,6 +120,11 @@ void attend_scalar(const Unit& u) {
         if (u.softcap != 0.0f) s = softcap(s, u.softcap);
         scores[j - lo] = s;
         m = std::max(m, s);
+      }
+      if (u.tree != 0) {
+        mask_tree_keys(u, scores, lo, len);
+        m = -INFINITY;
+        for (int32_t j = 0; j < len; ++j) m = std::max(m, scores[j]);
       }
       double sum = 0.0;
       for (int32_t j = 0; j < len; ++j) {
@@ -229,8 +239,10 @@ PagedPlan plan_paged(attn::Body body, std::span<const AttnSeq> seqs, const Atten
     SeqPlan& sp = plan[i];
     const int32_t total = seqs[i].pos0 + seqs[i].n_tokens;
     const int32_t block = sp.block;
+    // A tree node's window runs from its depth, up to 63 slots before its own.
+    const int32_t behind = seqs[i].tree != 0 ? seqs[i].pos0 - seqs[i].tree_pos : 0;
     const int32_t max_len =
-        p.window > 0 && !seqs[i].bidirectional ? std::min<int32_t>(p.window + block - 1, total) : total;
+        p.window > 0 && !seqs[i].bidirectional ? std::min<int32_t>(p.window + block - 1 + behind, total) : total;
     sp.tiled = max_len > kTiledMinKeys;
     sp.parts = 1;
     sp.part_keys = max_len;
@@ -344,7 +356,9 @@ void attn::run_paged(Body body, const float* q, std::span<const AttnSeq> seqs, c
       u.block_stride = kv.block_stride;
       u.kv_stride = kv.row_stride;
       u.window = s.bidirectional ? 0 : p.window;
-      u.lo = u.window > 0 ? std::max(0, pos - u.window + 1) : 0;
+      u.tree = s.tree;
+      u.tree_base = s.tree_base;
+      u.lo = u.window > 0 ? std::max(0, (s.tree != 0 ? s.tree_pos : pos) - u.window + 1) : 0;
       u.hi = pos;
       u.key_last = s.bidirectional ? s.pos0 + s.n_tokens - 1 : -1;
       // The last key any token of the unit sees.

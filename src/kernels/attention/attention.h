@@ -64,12 +64,22 @@ struct PagedKv {
 // table (which must cover every position up to pos0 + n_tokens - 1, keys already written).
 // bidirectional (an encoder's sequence): every token sees keys 0..pos0 + n_tokens - 1,
 // the later tokens' too (no window applies).
+//
+// tree (non-zero; n_tokens must be 1): a node of a speculative draft tree, verified in the
+// same pass as its siblings. Its keys sit at slots as usual, but among the slots from
+// tree_base on it sees only those whose bit (slot - tree_base) is set: its ancestors and
+// itself. Its position for the sliding window is tree_pos (its depth past tree_base), not
+// its slot. The visible keys are exactly those the node would see had the branch been
+// decoded alone, in the same order, and masked keys weigh exactly 0.
 struct AttnSeq {
   int64_t q_offset = 0;
   int32_t n_tokens = 0;
   int32_t pos0 = 0;
   const int32_t* block_table = nullptr;
   bool bidirectional = false;
+  uint64_t tree = 0;
+  int32_t tree_base = 0;
+  int32_t tree_pos = 0;
 };
 
 // q, out: [total tokens, n_heads * head_dim]. Results do not depend on how the sequences

@@ -258,13 +258,14 @@ struct Attend {
   // 0 being key u.lo.
   static void finish_token(const Unit& u, float* sc, int32_t t) {
     const int32_t pos = u.hi + t;
-    int32_t lo = u.window > 0 ? pos - u.window + 1 : u.lo;
+    int32_t lo = u.window > 0 && u.tree == 0 ? pos - u.window + 1 : u.lo;
     lo = lo > u.lo ? lo : u.lo;
     const int32_t len = (u.key_last >= 0 ? u.key_last : pos) - lo + 1;
     const int32_t nh = u.n_heads;
     float* rows = sc + static_cast<size_t>(t) * nh * u.ld + (lo - u.lo);
     for (int32_t h = 0; h < nh; ++h) {
       if (__builtin_expect(u.softcap != 0.0f, 0)) softcap_row(rows + h * u.ld, len, u.softcap);
+      if (__builtin_expect(u.tree != 0, 0)) mask_tree_keys(u, rows + h * u.ld, lo, len);
       softmax_row(rows + h * u.ld, len);
     }
     float* out = u.out + t * u.q_stride;
@@ -328,7 +329,7 @@ struct Attend {
       else scores_one_token(u, sc, rest, j0, j1);
       for (int32_t t = 0; t < u.n_tokens; ++t) {
         const int32_t pos = u.hi + t;
-        int32_t tlo = u.window > 0 ? pos - u.window + 1 : u.lo;
+        int32_t tlo = u.window > 0 && u.tree == 0 ? pos - u.window + 1 : u.lo;
         tlo = tlo > j0 ? tlo : j0;
         const int32_t last = u.key_last >= 0 ? u.key_last : pos;
         const int32_t thi = last < j1 ? last : j1;
@@ -339,6 +340,7 @@ struct Attend {
           float* s = w + h * u.ld;
           const int32_t r = t * nh + h;
           if (__builtin_expect(u.softcap != 0.0f, 0)) softcap_row(s, len, u.softcap);
+          if (__builtin_expect(u.tree != 0, 0)) mask_tree_keys(u, s, tlo, len);
           int32_t j = 0;
           F mv = V::set1(-INFINITY);
           for (; j + L <= len; j += L) mv = V::max(V::load(s + j), mv);

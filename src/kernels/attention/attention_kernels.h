@@ -6,6 +6,7 @@
 // bodies differ from one another only in the order of the float sums.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -57,6 +58,11 @@ struct Unit {
   // sees keys from max(lo, hi + t - window + 1) (window > 0) or lo (window 0).
   int32_t lo = 0, hi = 0;
   int32_t window = 0;
+  // A draft tree's node (AttnSeq::tree; the unit has one token): among the keys from
+  // tree_base on, only those whose bit (key - tree_base) is set are seen; the others'
+  // scores become -inf after any soft-capping (mask_tree_keys), so they weigh 0.
+  uint64_t tree = 0;
+  int32_t tree_base = 0;
   // >= 0: every token sees keys up to this position (an encoder's whole sequence), not
   // just up to its own.
   int32_t key_last = -1;
@@ -92,6 +98,17 @@ static inline size_t scratch_floats(int32_t rows, int32_t head_dim, int32_t len)
 static inline size_t tiled_scratch_floats(int32_t rows, int32_t head_dim) {
   return scratch_floats(rows, head_dim, kTileKeys) + static_cast<size_t>(rows + 8) * static_cast<size_t>(head_dim) +
          2 * static_cast<size_t>(rows) + 64;
+}
+
+// Sets the scores of the keys a tree node does not see to -inf: s[0] is key j0's score,
+// keys j0 .. j0 + len - 1. No-op outside a tree unit.
+static inline void mask_tree_keys(const Unit& u, float* s, int32_t j0, int32_t len) {
+  if (u.tree == 0) return;
+  const int32_t from = j0 > u.tree_base ? j0 : u.tree_base;
+  for (int32_t j = from; j < j0 + len; ++j) {
+    const int32_t bit = j - u.tree_base;
+    if (bit >= 64 || ((u.tree >> bit) & 1u) == 0) s[j - j0] = -INFINITY;
+  }
 }
 
 using Body = void (*)(const Unit& u);
