@@ -77,6 +77,8 @@ SCHEMAS = {"json": json.dumps({"type": "object", "properties": {"staff": {"type"
     "required": ["name", "role", "age", "from"], "additionalProperties": False}}},
     "required": ["staff"], "additionalProperties": False})}
 CONFIG = '{{"method": "ngram", "num_speculative_tokens": {k}, "prompt_lookup_max": 4, "prompt_lookup_min": 2}}'
+TREE_CONFIG = ('{{"method": "ngram", "num_speculative_tokens": {k}, "prompt_lookup_max": 4, "prompt_lookup_min": 2, '
+               '"branches": {b}}}')
 
 
 def verify_curve(pagoda: Path, model: Path, threads: int) -> dict:
@@ -109,8 +111,10 @@ def run(pagoda: Path, model: Path, prompt: Path, n: int, threads: int, spec: str
             raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
         decode = float(re.search(r"decode ([0-9.]+) tok/s", r.stderr).group(1))
         m = re.search(r"of (\d+) draft tokens, (\d+) accepted", r.stderr)
+        b = re.search(r"(\d+) accepted off the first branch", r.stderr)
         return {"decode_tok_s": decode, "ids": json.loads(ids.read_text())["generated_ids"],
-                "drafted": int(m.group(1)) if m else 0, "accepted": int(m.group(2)) if m else 0}
+                "drafted": int(m.group(1)) if m else 0, "accepted": int(m.group(2)) if m else 0,
+                "branch_accepted": int(b.group(1)) if b else 0}
 
 
 def llama_peer(bin_dir: Path, model: Path, draft: Path | None, prompt: Path, n: int, threads: int,
@@ -222,12 +226,16 @@ def main() -> int:
     ap.add_argument("--llamacpp", action="store_true", help="also run llama-lookup / llama-speculative")
     ap.add_argument("--concurrent", type=int, default=0, help="also N sequences at once (bench throughput)")
     ap.add_argument("--prompts", default=",".join(PROMPTS), help="which prompts (comma-separated)")
+    ap.add_argument("--branches", type=int, default=1,
+                    help="prompt lookup as a tree of this many branches; each round then also runs the chain "
+                         "(branches 1), and the tree is reported against it")
     a = ap.parse_args()
     llama_bin = build_llamacpp() if a.llamacpp else None
     model = Path(a.model) if Path(a.model).exists() else cl.make_model(cl.ROWS[a.model], a.build, False, a.threads)
     pagoda = a.build / "bin" / "pagoda"
     spec = (json.dumps({"method": "draft_model", "model": str(a.draft), "num_speculative_tokens": a.k}) if a.draft
-            else CONFIG.format(k=a.k))
+            else TREE_CONFIG.format(k=a.k, b=a.branches) if a.branches > 1 else CONFIG.format(k=a.k))
+    chain = CONFIG.format(k=a.k) if a.branches > 1 and not a.draft else None
     report = {"model": str(model), "speculative_config": spec, "n_gen": a.n, "k": a.k, "threads": a.threads,
               "prompts": {}}
     if a.verify_curve:
@@ -240,15 +248,22 @@ def main() -> int:
                 continue
             prompt = Path(d) / f"{name}.txt"
             prompt.write_text(text)
-            on, off, load, diverged = [], [], [], []
+            on, off, chain_on, load, diverged = [], [], [], [], []
             peers: dict[str, list[float]] = {}
-            drafted = accepted = 0
+            drafted = accepted = branch_accepted = 0
             for r in range(a.rounds):
                 order = (True, False) if r % 2 == 0 else (False, True)
+                if chain:
+                    order = (True, "chain", False) if r % 2 == 0 else (False, "chain", True)
                 got = {}
                 for flag in order:
-                    got[flag] = run(pagoda, model, prompt, a.n, a.threads, spec if flag else None, SCHEMAS.get(name))
+                    cfg = chain if flag == "chain" else spec if flag else None
+                    got[flag] = run(pagoda, model, prompt, a.n, a.threads, cfg, SCHEMAS.get(name))
                     load.append(cl.other_load(0.5) or 0.0)
+                if chain:
+                    chain_on.append(got["chain"]["decode_tok_s"])
+                    if got["chain"]["ids"] != got[False]["ids"]:
+                        print(f"{name} round {r + 1}: the chain's output differs from plain decoding", file=sys.stderr)
                 a_ids, b_ids = got[True]["ids"], got[False]["ids"]
                 if a_ids != b_ids:
                     # On SIMD kernels a verification step (several tokens of one sequence)
@@ -273,18 +288,26 @@ def main() -> int:
                 on.append(got[True]["decode_tok_s"])
                 off.append(got[False]["decode_tok_s"])
                 drafted += got[True]["drafted"]
+                branch_accepted += got[True]["branch_accepted"]
                 accepted += got[True]["accepted"]
                 print(f"{name} round {r + 1}/{a.rounds}: on {on[-1]:.1f}  off {off[-1]:.1f} tok/s", file=sys.stderr)
             row = {"on_median": statistics.median(on), "off_median": statistics.median(off),
                    "speedup": statistics.median(on) / statistics.median(off), "acceptance": accepted / max(1, drafted),
-                   "drafted": drafted, "accepted": accepted, "max_other_load": max(load), "on": on, "off": off,
+                   "drafted": drafted, "accepted": accepted, "branch_accepted": branch_accepted, "max_other_load": max(load), "on": on, "off": off,
                    "first_divergence": diverged}
+            if chain_on:
+                row["chain_median"] = statistics.median(chain_on)
+                row["tree_over_chain"] = row["on_median"] / row["chain_median"]
+                row["chain"] = chain_on
             if peers:
                 row["llamacpp"] = {mode: statistics.median(v) for mode, v in peers.items()}
                 best = max(row["llamacpp"], key=row["llamacpp"].get)
                 row["llamacpp_best"] = {"mode": best, "tok_s": row["llamacpp"][best],
                                         "pagoda_over_best": row["on_median"] / row["llamacpp"][best]}
             report["prompts"][name] = row
+            if chain_on:
+                print(f"{name}: tree {row['on_median']:.1f} vs chain {row['chain_median']:.1f} tok/s = "
+                      f"{row['tree_over_chain']:.2f}x", file=sys.stderr)
             print(f"{name}: decode {row['on_median']:.1f} vs {row['off_median']:.1f} tok/s = {row['speedup']:.2f}x, "
                   f"{100 * row['acceptance']:.0f}% of {drafted} drafts accepted, other load up to "
                   f"{row['max_other_load']:.2f} cores", file=sys.stderr)
