@@ -26,12 +26,13 @@ speculation from costing throughput.
 and 16 tokens of one sequence at a 128-token context (`pagoda bench -p N -d 128`), as
 milliseconds and as multiples of a one-token decode step.
 
-Five prompts: two input-grounded ones (a source file from this repository, then the request
+Six prompts: two input-grounded ones (a source file from this repository, then the request
 to write it out again; a function and the request to rename a variable in it: the answers
 copy long runs of the prompt, where prompt lookup drafts well), a free one (a story: few
 n-gram hits, where the adaptive draft length must keep speculation from costing anything)
-code generation (where a draft model, not the prompt, has something to offer), and
-structured output (json: facts of the prompt copied into a document under --json-schema,
+code generation (where a draft model, not the prompt, has something to offer), a table
+of facts given in the prompt (rows that begin alike and end differently: where a tree of
+drafts, --branches, finds more than one earlier occurrence can), and structured output (json: facts of the prompt copied into a document under --json-schema,
 the grammar masking every verified row; ends when the document does). Greedy, --ignore-eos,
 the same number of tokens either way; the outputs are compared (identical on the scalar kernels; on SIMD
 ones a verification step rounds like a batch and may flip a near tie, reported with its
@@ -69,6 +70,11 @@ STAFF = "".join(f"- {n}, {r}, age {a}, from {f}.\n" for n, r, a, f in [
     ("Yoshikawa", "teacher of drawing", 40, "Edo"), ("Kiyo", "housekeeper", 63, "Tokyo"),
     ("Tanuki", "principal", 52, "Osaka"), ("Akashatsu", "head teacher", 38, "Kyoto"),
     ("Nodaiko", "teacher of drawing", 45, "Edo"), ("Uranari", "teacher of English", 29, "Matsuyama")])
+# A table of the same facts, unconstrained: its rows repeat the same beginnings ("| Teacher
+# of ") before different endings, where one earlier occurrence is a poor guess and a tree
+# of several (--branches) has the right one more often.
+PROMPTS["table"] = ("Staff list of the Matsuyama middle school, 1906:\n" + STAFF +
+                    "\nThe same staff list as a Markdown table with the columns Name, Role, Age and From:\n\n")
 PROMPTS["json"] = ("Staff list of the Matsuyama middle school, 1906:\n" + STAFF +
                    "\nList every person above as JSON, with name, role, age and from.\n")
 SCHEMAS = {"json": json.dumps({"type": "object", "properties": {"staff": {"type": "array", "items": {
