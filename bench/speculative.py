@@ -239,9 +239,13 @@ def main() -> int:
     llama_bin = build_llamacpp() if a.llamacpp else None
     model = Path(a.model) if Path(a.model).exists() else cl.make_model(cl.ROWS[a.model], a.build, False, a.threads)
     pagoda = a.build / "bin" / "pagoda"
-    spec = (json.dumps({"method": "draft_model", "model": str(a.draft), "num_speculative_tokens": a.k}) if a.draft
-            else TREE_CONFIG.format(k=a.k, b=a.branches) if a.branches > 1 else CONFIG.format(k=a.k))
-    chain = CONFIG.format(k=a.k) if a.branches > 1 and not a.draft else None
+    draft_chain = json.dumps({"method": "draft_model", "model": str(a.draft), "num_speculative_tokens": a.k})
+    if a.draft:
+        spec = (json.dumps({"method": "draft_model", "model": str(a.draft), "num_speculative_tokens": a.k,
+                            "branches": a.branches}) if a.branches > 1 else draft_chain)
+    else:
+        spec = TREE_CONFIG.format(k=a.k, b=a.branches) if a.branches > 1 else CONFIG.format(k=a.k)
+    chain = (draft_chain if a.draft else CONFIG.format(k=a.k)) if a.branches > 1 else None
     report = {"model": str(model), "speculative_config": spec, "n_gen": a.n, "k": a.k, "threads": a.threads,
               "prompts": {}}
     if a.verify_curve:

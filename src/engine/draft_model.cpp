@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "kernels/elementwise/elementwise.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 
@@ -136,6 +137,25 @@ void DraftModel::register_blocks(SeqKv& s, int32_t verified) {
   }
 }
 
+void DraftModel::offer_alternatives(const float* row, int32_t best, DraftRequest& r) const {
+  const int64_t n = std::min<int64_t>(model_.config().n_vocab, target_vocab_);
+  const double norm = log_sum_exp_row(row, model_.config().n_vocab, nullptr);
+  // The few largest logits but the first choice, by one pass keeping them sorted.
+  const auto want = static_cast<size_t>(r.alternatives);
+  std::vector<int32_t> top;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == best || (top.size() == want && row[i] <= row[top.back()])) continue;
+    auto at = std::find_if(top.begin(), top.end(), [&](int32_t t) { return row[i] > row[t]; });
+    top.insert(at, static_cast<int32_t>(i));
+    if (top.size() > want) top.pop_back();
+  }
+  for (int32_t t : top) {
+    if (std::exp(static_cast<double>(row[t]) - norm) < kAlternativeMinP) break;
+    r.alt_tokens.push_back(t);
+    r.alt_positions.push_back(static_cast<int32_t>(r.drafts.size()));
+  }
+}
+
 int32_t DraftModel::choose(std::span<const float> row, bool& confident) const {
   const std::span<const float> usable = row.first(std::min(row.size(), static_cast<size_t>(target_vocab_)));
   const int32_t best = argmax(usable);
@@ -152,6 +172,8 @@ Status DraftModel::propose(std::span<DraftRequest> reqs) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     DraftRequest& r = reqs[i];
     r.drafts.clear();
+    r.alt_tokens.clear();
+    r.alt_positions.clear();
     if (r.k <= 0 || r.tokens.empty()) continue;
     auto [it, fresh] = seqs_.try_emplace(r.seq);
     SeqKv& s = it->second;
@@ -198,6 +220,7 @@ Status DraftModel::propose(std::span<DraftRequest> reqs) {
       // A doubted first guess is still worth its row when it is the only one; later ones end
       // the draft before them.
       if (!confident && !r.drafts.empty()) return true;
+      if (r.alternatives > 0) offer_alternatives(logits_.data() + (row - 1) * static_cast<size_t>(V), t, r);
       r.drafts.push_back(t);
       return !confident || static_cast<int32_t>(r.drafts.size()) >= r.k;
     });
@@ -208,6 +231,8 @@ Status DraftModel::propose(std::span<DraftRequest> reqs) {
     if (!st.is_ok()) {
       release(r.seq);
       r.drafts.clear();
+      r.alt_tokens.clear();
+      r.alt_positions.clear();
       continue;
     }
     register_blocks(it->second, static_cast<int32_t>(r.tokens.size()));

@@ -14,7 +14,10 @@
 // Cost per step: one draft forward of every drafting sequence's new tokens, then one of a
 // token each for every further draft position; drafting stops early where the draft's own
 // top probability falls below draft_p_min (llama.cpp's --draft-p-min), since a guess the
-// draft itself doubts is rarely accepted and each one costs a verification row.
+// draft itself doubts is rarely accepted and each one costs a verification row. With
+// alternatives (a tree of drafts, SpeculativeConfig::branches), the next-best tokens of an
+// unsure position are offered too, as leaves the target verifies beside the chain; the
+// draft computes no KV for them (a sibling the target accepts is caught up next time).
 // Thread-compatible: the engine's thread calls it between its own forward passes.
 #pragma once
 
@@ -45,7 +48,16 @@ struct DraftRequest {
   std::span<const int32_t> tokens;  // the sequence so far; its last token comes next in the target
   int32_t k = 0;                    // the most drafts wanted
   std::vector<int32_t> drafts;      // out: up to k tokens (fewer where the draft doubts)
+  // In: at most this many next-best tokens per drafted position (a tree's other branches;
+  // 0: none). Out: each such token the draft gives at least kAlternativeMinP, as a sibling
+  // of drafts[alt_positions[j]].
+  int32_t alternatives = 0;
+  std::vector<int32_t> alt_tokens, alt_positions;
 };
+
+// A next-best token is worth a verification row only where the draft is unsure between it
+// and its first choice: from this probability under the draft on.
+inline constexpr double kAlternativeMinP = 0.1;
 
 struct DraftStats {
   int64_t forwards = 0;         // draft forward passes
@@ -93,6 +105,9 @@ class DraftModel {
   void register_blocks(SeqKv& s, int32_t verified);
   // The draft's choice from a row and whether it is confident enough to go on.
   int32_t choose(std::span<const float> row, bool& confident) const;
+  // Appends to r's alternatives the next-best tokens of `row` (after `best`) the draft gives
+  // at least kAlternativeMinP, as siblings of the draft about to be pushed.
+  void offer_alternatives(const float* row, int32_t best, DraftRequest& r) const;
 
   Model& model_;
   int32_t target_vocab_;

@@ -396,7 +396,7 @@ void Engine::propose_drafts() {
   std::vector<DraftTree> trees;  // per sequence, where it drafted a tree with branches
   if (drafter_) {
     const DraftStats before = drafter_->stats();
-    drafts = propose_with_model(seqs, ks);
+    drafts = propose_with_model(seqs, ks, trees);
     if (const int64_t n = drafter_->stats().token_forwards - before.token_forwards; n > 0) {
       const double per = (drafter_->stats().token_seconds - before.token_seconds) / static_cast<double>(n);
       draft_forward_s_ = draft_forward_s_ > 0 ? draft_forward_s_ + (per - draft_forward_s_) / 8 : per;
@@ -404,9 +404,7 @@ void Engine::propose_drafts() {
   } else {
     trees.resize(seqs.size());
     for (size_t i = 0; i < seqs.size(); ++i) {
-      // A tree where it can be verified: a constrained sequence cuts its drafts at the first
-      // its grammar forbids, which is a chain's notion; a split model does not take trees.
-      if (sc.branches > 1 && !seqs[i]->constraint && !model_.split().split()) {
+      if (sc.branches > 1 && tree_allowed(*seqs[i])) {
         trees[i] = propose_ngram_tree(seqs[i]->tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, ks[i], sc.branches,
                                       static_cast<size_t>(ks[i]) * static_cast<size_t>(sc.branches));
         drafts.push_back(trees[i].tokens);
@@ -440,15 +438,46 @@ void Engine::propose_drafts() {
 }
 
 std::vector<std::vector<int32_t>> Engine::propose_with_model(std::span<Sequence* const> seqs,
-                                                            std::span<const int32_t> k) {
+                                                            std::span<const int32_t> k, std::vector<DraftTree>& trees) {
+  const SpeculativeConfig& sc = config_.speculative;
   draft_requests_.resize(seqs.size());
-  for (size_t i = 0; i < seqs.size(); ++i) draft_requests_[i] = DraftRequest{seqs[i]->id, seqs[i]->tokens, k[i], {}};
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    draft_requests_[i] = DraftRequest{};
+    draft_requests_[i].seq = seqs[i]->id;
+    draft_requests_[i].tokens = seqs[i]->tokens;
+    draft_requests_[i].k = k[i];
+    if (sc.branches > 1 && tree_allowed(*seqs[i])) draft_requests_[i].alternatives = sc.branches - 1;
+  }
   std::vector<std::vector<int32_t>> out(seqs.size());
+  trees.assign(seqs.size(), DraftTree{});
   // A failing draft forward costs the step its drafts, never its tokens: plain decoding
   // goes on (the draft's KV of those sequences is dropped and rebuilt on the next try).
   if (!drafter_->propose(draft_requests_).is_ok()) return out;
-  for (size_t i = 0; i < seqs.size(); ++i) out[i] = std::move(draft_requests_[i].drafts);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    DraftRequest& r = draft_requests_[i];
+    out[i] = std::move(r.drafts);
+    if (r.alt_tokens.empty()) continue;
+    // The chain, then the next-best tokens of its unsure positions as leaves beside it.
+    DraftTree& t = trees[i];
+    for (size_t j = 0; j < out[i].size(); ++j) {
+      t.tokens.push_back(out[i][j]);
+      t.parent.push_back(static_cast<int32_t>(j) - 1);
+    }
+    const size_t budget = static_cast<size_t>(k[i]) * static_cast<size_t>(sc.branches);
+    for (size_t j = 0; j < r.alt_tokens.size() && t.size() < budget; ++j) {
+      if (r.alt_positions[j] >= static_cast<int32_t>(out[i].size())) continue;
+      t.tokens.push_back(r.alt_tokens[j]);
+      t.parent.push_back(r.alt_positions[j] - 1);
+    }
+    out[i] = t.tokens;
+  }
   return out;
+}
+
+bool Engine::tree_allowed(const Sequence& s) const {
+  // A constrained sequence cuts its drafts at the first its grammar forbids, a chain's
+  // notion; a split model does not take trees.
+  return !s.constraint && !model_.split().split();
 }
 
 void Engine::trim_drafts(const std::vector<ScheduledSeq>& work) {

@@ -186,7 +186,12 @@ class Engine {
   };
   void propose_drafts();
   // The draft model's proposals for the eligible sequences (k each) of this step.
-  std::vector<std::vector<int32_t>> propose_with_model(std::span<Sequence* const> seqs, std::span<const int32_t> k);
+  // With branches, `trees` gets the chain plus the draft's next-best tokens where it was
+  // unsure, for each sequence that has some (empty trees elsewhere).
+  std::vector<std::vector<int32_t>> propose_with_model(std::span<Sequence* const> seqs, std::span<const int32_t> k,
+                                                       std::vector<DraftTree>& trees);
+  // Whether this sequence's drafts may form a tree.
+  bool tree_allowed(const Sequence& s) const;
   // A sequence that finished or left: its draft KV goes too.
   void forget_drafts(const Sequence& s);
   void trim_drafts(const std::vector<ScheduledSeq>& work);

@@ -76,8 +76,6 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
   if (c.method == "ngram" && !c.model.empty())
     return error("--speculative-config: \"model\" is for the draft_model method; ngram drafts from the sequence itself");
   if (c.num_speculative_tokens == 0) return error("--speculative-config: num_speculative_tokens is required");
-  if (c.branches > 1 && c.method != "ngram")
-    return error("--speculative-config: branches (a tree of drafts) is for the ngram method; a draft model proposes one chain");
   if (c.branches * c.num_speculative_tokens > 63)
     return error("--speculative-config: branches x num_speculative_tokens is {}; a tree holds at most 63 drafts",
                  c.branches * c.num_speculative_tokens);

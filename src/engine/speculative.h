@@ -27,8 +27,11 @@ struct SpeculativeConfig {
   int32_t num_speculative_tokens = 0;  // the most drafts per step and sequence
   int32_t prompt_lookup_max = 4;       // the longest suffix looked up (tokens)
   int32_t prompt_lookup_min = 1;       // the shortest
-  // ngram: the most alternative continuations verified together as a tree (S3; 1: one
-  // chain). Each is up to num_speculative_tokens long; shared beginnings are verified once.
+  // The most alternative continuations verified together as a tree (S3; 1: one chain).
+  // ngram: the continuations of that many earlier occurrences, each up to
+  // num_speculative_tokens long, shared beginnings verified once. draft_model: the chain
+  // plus, at each position where the draft is unsure, up to branches - 1 of its next-best
+  // tokens (those it gives at least 0.1) as one-token branches.
   int32_t branches = 1;
   std::string model;                   // draft_model: its GGUF path or catalog name
   int32_t draft_min = 0;               // fewer drafts than this are not verified (llama.cpp's --draft-min)

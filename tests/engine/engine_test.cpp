@@ -133,6 +133,19 @@ TEST(Engine, DraftModelMixedWorkloadMatchesPlainDecoding) {
   const EngineStats st_other = check_mixed_workload(target, draft_speculation(4), 40, other.model.get());
   EXPECT_GT(st_other.spec_drafted_tokens, 0);
   EXPECT_LT(st_other.spec_accepted_tokens, st_same.spec_accepted_tokens);
+  // With branches, a draft's next-best tokens where it is unsure go beside its chain as
+  // leaves: still plain decoding's tokens whatever the draft. A 4-bit copy of the target
+  // (self-speculation) is unsure where the target's choice is a near tie, and its second
+  // choice is then often the target's first.
+  EngineConfig tree = draft_speculation(4);
+  tree.speculative.branches = 3;
+  const EngineStats st_tree = check_mixed_workload(target, tree, 40, other.model.get());
+  EXPECT_GT(st_tree.spec_drafted_tokens, st_other.spec_drafted_tokens);
+  RandomModelSpec low_spec;
+  low_spec.type = DType::Q4_0;
+  const testing_util::TinyModel low = load_tiny(pool, "engine_draft_q4", low_spec);
+  const EngineStats st_low = check_mixed_workload(target, tree, 36, low.model.get());
+  EXPECT_GT(st_low.spec_branch_accepted_tokens, 0);
 }
 
 // The cost gate with a draft that is always right (a copy of the target): at 0.3 of a
