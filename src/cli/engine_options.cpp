@@ -35,7 +35,9 @@ void add_engine_options(CLI::App& app, EngineArgs& a) {
                  "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1} drafts by prompt "
                  "lookup and verifies the drafts in the step (greedy: the same tokens as plain decoding; sampled: the same "
                  "distribution); {\"model\": \"DRAFT.gguf\", \"num_speculative_tokens\": 4} drafts with a smaller model "
-                 "of the same vocabulary (optional \"draft_p_min\", \"draft_min\" as below)");
+                 "of the same vocabulary (optional \"draft_p_min\", \"draft_min\" as below); \"branches\": B verifies "
+                 "up to B alternatives together as a tree (prompt lookup: B earlier occurrences' continuations; a draft "
+                 "model: its next-best tokens where it is unsure)");
   app.add_option("--model-draft", a.model_draft,
                  "(also -md) Draft model for speculative decoding, a GGUF path or catalog name with the model's "
                  "vocabulary (llama.cpp's flag)");
