@@ -1,6 +1,7 @@
 #include "engine/draft_model.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 
@@ -140,16 +141,23 @@ void DraftModel::register_blocks(SeqKv& s, int32_t verified) {
 void DraftModel::offer_alternatives(const float* row, int32_t best, DraftRequest& r) const {
   const int64_t n = std::min<int64_t>(model_.config().n_vocab, target_vocab_);
   const double norm = log_sum_exp_row(row, model_.config().n_vocab, nullptr);
-  // The few largest logits but the first choice, by one pass keeping them sorted.
-  const auto want = static_cast<size_t>(r.alternatives);
-  std::vector<int32_t> top;
+  // The few largest logits but the first choice, by one pass keeping them sorted (at most
+  // 7: branches <= 8).
+  std::array<int32_t, 8> top{};
+  const size_t want = std::min(top.size(), static_cast<size_t>(r.alternatives));
+  size_t have = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (i == best || (top.size() == want && row[i] <= row[top.back()])) continue;
-    auto at = std::find_if(top.begin(), top.end(), [&](int32_t t) { return row[i] > row[t]; });
-    top.insert(at, static_cast<int32_t>(i));
-    if (top.size() > want) top.pop_back();
+    if (i == best || (have == want && row[i] <= row[top[have - 1]])) continue;
+    size_t at = have < want ? have : want - 1;
+    while (at > 0 && row[i] > row[top[at - 1]]) {
+      top[at] = top[at - 1];
+      --at;
+    }
+    top[at] = static_cast<int32_t>(i);
+    have = std::min(want, have + 1);
   }
-  for (int32_t t : top) {
+  for (size_t j = 0; j < have; ++j) {
+    const int32_t t = top[j];
     if (std::exp(static_cast<double>(row[t]) - norm) < kAlternativeMinP) break;
     r.alt_tokens.push_back(t);
     r.alt_positions.push_back(static_cast<int32_t>(r.drafts.size()));

@@ -508,7 +508,7 @@ int32_t Engine::verify_drafts(const Speculation& sp, size_t first_row, std::vect
   const int64_t V = model_.config().n_vocab;
   const auto n = static_cast<int32_t>(sp.drafts.size());
   const bool tree = !sp.row_parent.empty();
-  // The first child row of each row, and each row's next sibling (a tree's walk).
+  // The first child row of a row (a chain's next row); its siblings follow it.
   auto first_child = [&](int32_t r) {
     if (!tree) return r < n ? r + 1 : -1;
     for (int32_t c = r + 1; c <= n; ++c)
@@ -565,12 +565,8 @@ int32_t Engine::verify_drafts(const Speculation& sp, size_t first_row, std::vect
     path_rows_.push_back(follow);
     at = follow;
   }
-  int32_t depth = n;  // a tree's deepest branch, as the chain it stands for
-  if (tree) {
-    std::vector<int32_t> d(sp.row_parent.size(), 0);
-    depth = 0;
-    for (size_t r = 1; r < d.size(); ++r) depth = std::max(depth, d[r] = d[static_cast<size_t>(sp.row_parent[r])] + 1);
-  }
+  // A tree's deepest branch, as the chain it stands for (row 0, the root, is not a draft).
+  const int32_t depth = tree ? tree_depth(sp.row_parent) - 1 : n;
   ++counters_.spec_drafts;
   counters_.spec_drafted_tokens += n;
   counters_.spec_accepted_tokens += accepted;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 
 namespace pagoda {
 
@@ -122,15 +123,20 @@ void DraftTree::add_path(std::span<const int32_t> path, size_t budget) {
   }
 }
 
-int32_t DraftTree::depth() const {
-  std::vector<int32_t> d(tokens.size());
+int32_t tree_depth(std::span<const int32_t> parent) {
+  // At most 64 nodes in any tree the engine verifies; a larger one is a caller's own.
+  std::array<int32_t, 64> small{};
+  std::vector<int32_t> large(parent.size() > small.size() ? parent.size() : 0);
+  int32_t* d = large.empty() ? small.data() : large.data();
   int32_t most = 0;
-  for (size_t i = 0; i < tokens.size(); ++i) {
+  for (size_t i = 0; i < parent.size(); ++i) {
     d[i] = parent[i] >= 0 ? d[static_cast<size_t>(parent[i])] + 1 : 1;
     most = std::max(most, d[i]);
   }
   return most;
 }
+
+int32_t DraftTree::depth() const { return tree_depth(parent); }
 
 DraftTree propose_ngram_tree(std::span<const int32_t> tokens, int32_t min_n, int32_t max_n, int32_t k,
                              int32_t branches, size_t budget) {

@@ -70,6 +70,10 @@ struct DraftTree {
   int32_t depth() const;  // of the deepest node (a chain's length)
 };
 
+// The depth of the deepest node of a tree given by parent indices (parent[i] < i, or -1
+// for a node on the root): a node on the root is at depth 1.
+int32_t tree_depth(std::span<const int32_t> parent);
+
 // Prompt lookup as a tree: the continuations (up to k tokens each) after up to `branches`
 // earlier occurrences of the sequence's suffix, longest suffixes first and the most recent
 // occurrence first within a length, merged where they start alike; at most `budget`

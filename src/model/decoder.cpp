@@ -379,9 +379,11 @@ int64_t Model::plan_chunk(std::span<const BatchSeq> seqs, KvStorage& kv) {
     const int32_t lone = lone_rows(s), head = s.n_tokens - lone;
     // A draft tree's rows: each node's ancestors (itself included) as key bits from the
     // root's slot, and its depth.
-    tree_masks_.assign(static_cast<size_t>(lone), 0);
-    tree_depths_.assign(static_cast<size_t>(lone), 0);
     const bool tree = !s.tree_parent.empty();
+    if (tree) {
+      tree_masks_.resize(static_cast<size_t>(lone));
+      tree_depths_.resize(static_cast<size_t>(lone));
+    }
     for (int32_t r = 0; tree && r < lone; ++r) {
       const int32_t parent = s.tree_parent[static_cast<size_t>(r)];
       tree_masks_[r] = (parent >= 0 ? tree_masks_[parent] : 0) | (uint64_t{1} << r);
